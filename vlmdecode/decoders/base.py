@@ -1,0 +1,151 @@
+"""The IO-bound decoder shared by the CPU and CUDA decoders.
+
+    prefill(x [1,S,H] | ids [1,S])  -> logits of the last prompt position   (uncaptured)
+    step(x [1,1,H] | id [1,1])      -> logits [V] of the new position       (host-fed)
+
+Every input and output of a decode step is bound ONCE to a fixed buffer (`decoders.buffers`):
+the one-token input, position_ids [1,1], a static attention mask [1,max_length] whose next slot is
+set to 1 each step, logits [1,1,V] and the KV cache (`kvcache.FixedKV`, past and present sharing
+one buffer). A step therefore copies only the new input and two int64 scalars in, and the logits
+out; the KV never moves. With the Concat-growing `onnx` decoder (`kvcache.ConcatKV`) the mask is
+bound as a growing prefix view of the same buffer and the KV OrtValues are rebound each step.
+
+Not here: sampling, tokenization, the choice of device-side loops (decoders.cuda).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..devices import Device
+from ..kvcache import ConcatKV, FixedKV
+from ..modelfolder import ModelFolder
+from ..transfers import Transfers
+from .buffers import Buffer, allocate
+
+
+class DecoderError(RuntimeError):
+    pass
+
+
+class BoundDecoder:
+    def __init__(self, folder: ModelFolder, session, device: Device, transfers: Transfers | None = None,
+                 max_length: int | None = None):
+        self.folder, self.session, self.device = folder, session, device
+        self.transfers = transfers if transfers is not None else Transfers()
+        info, dec = folder.info, folder.decoder
+        self.info = info
+        self.max_length = max_length or folder.max_length
+        self.dtype = np.dtype(info.dtype)
+        self.vocab = folder.vocab_size
+        self.name_x = dec.inputs["inputs_embeds" if info.drive == "embeds" else "input_ids"]
+        self.name_mask = dec.inputs["attention_mask"]
+        self.name_pos = dec.inputs.get("position_ids")
+        self.name_logits = dec.outputs["logits"]
+        self.past_names = info.past_names(dec)
+        self.present_names = info.present_names(dec)
+        if info.kv_layout == "shared":
+            self.kv = FixedKV(info.num_layers, info.num_kv_heads, info.head_size, self.max_length, self.dtype, device)
+        else:
+            self.kv = ConcatKV(info.num_layers, info.num_kv_heads, info.head_size, self.dtype, device)
+        # decode-step buffers: fixed addresses for the lifetime of the decoder
+        x_shape = (1, 1, info.hidden_size) if info.drive == "embeds" else (1, 1)
+        self.x_step = allocate(x_shape, self.dtype if info.drive == "embeds" else np.int64, device)
+        self.pos_step = allocate((1, 1), np.int64, device)
+        self.mask = allocate((1, self.max_length), np.int64, device)
+        self.logits_step = allocate((1, 1, self.vocab), self.dtype, device)
+        self.io_step = session.io_binding()
+        self._bind_step(self.io_step)
+        self.run_options = self._run_options(graph_id=-1)
+        self.eager_steps = 0
+
+    # ---- binding ---------------------------------------------------------------------------
+    def _bind_step(self, io) -> None:
+        self.x_step.bind_input(io, self.name_x)
+        if self.name_pos:
+            self.pos_step.bind_input(io, self.name_pos)
+        self.logits_step.bind_output(io, self.name_logits)
+        if isinstance(self.kv, FixedKV):
+            self.mask.bind_input(io, self.name_mask)  # static [1, max_length]: capture-safe
+            self.kv.bind(io, self.past_names, self.present_names)
+
+    def _run_options(self, graph_id: int):
+        from ..sessions import ort
+
+        ro = ort().RunOptions()
+        if self.device.is_cuda:
+            ro.add_run_config_entry("gpu_graph_id", str(graph_id))
+        return ro
+
+    @property
+    def position(self) -> int:
+        return self.kv.position
+
+    def reset(self) -> None:
+        """Forget the sequence: position 0, mask cleared (one host write of the mask)."""
+        self.kv.reset()
+        self.transfers.upload(self.mask, np.zeros(self.max_length, np.int64), "mask")
+
+    # ---- prefill ---------------------------------------------------------------------------
+    def prefill(self, x) -> np.ndarray:
+        """Run the prompt. x: host array [1,S,H] / ids [1,S], or an OrtValue already on the device."""
+        self.reset()
+        S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
+        if S <= 0 or S >= self.max_length:
+            raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}")
+        io = self.session.io_binding()
+        keep = []  # buffers bound by address must outlive the run
+        if isinstance(x, np.ndarray):
+            buf = allocate(x.shape, x.dtype, self.device)
+            self.transfers.upload(buf, x, "prompt")
+            buf.bind_input(io, self.name_x)
+            keep.append(buf)
+        else:
+            io.bind_ortvalue_input(self.name_x, x)
+        self.transfers.upload(self.mask, np.ones(S, np.int64), "mask")
+        self.mask.bind_input(io, self.name_mask, shape=(1, S))  # [1, current length] for the prompt
+        if self.name_pos:
+            pos = allocate((1, S), np.int64, self.device)
+            self.transfers.upload(pos, np.arange(S, dtype=np.int64), "position")
+            pos.bind_input(io, self.name_pos)
+            keep.append(pos)
+        logits = allocate((1, S, self.vocab), self.dtype, self.device)
+        logits.bind_output(io, self.name_logits)
+        keep.append(logits)
+        self.kv.bind(io, self.past_names, self.present_names)
+        self.session.run_with_iobinding(io, self._run_options(-1))
+        if isinstance(self.kv, ConcatKV):
+            self.kv.take_presents(io.get_outputs(), 1)
+        self.kv.position = S
+        return self._read_logits(logits, offset=(S - 1) * self.vocab)
+
+    # ---- host-fed decode step -----------------------------------------------------------------
+    def feed(self, x: np.ndarray) -> None:
+        """Write the next input and its position/mask scalars into the bound buffers."""
+        t = self.kv.position
+        if t >= self.max_length:
+            raise DecoderError(f"KV cache full: position {t} reached max_length={self.max_length}")
+        self.transfers.upload(self.x_step, x, "embeds" if self.info.drive == "embeds" else "token")
+        if self.name_pos:
+            self.transfers.upload(self.pos_step, np.array([t], np.int64), "position")
+        self.transfers.upload(self.mask, np.ones(1, np.int64), "mask", offset=t)
+
+    def run_step(self) -> None:
+        """Run one decode step over the bound buffers and advance the position."""
+        t = self.kv.position
+        if isinstance(self.kv, ConcatKV):
+            self.mask.bind_input(self.io_step, self.name_mask, shape=(1, t + 1))
+            self.kv.bind(self.io_step, self.past_names, self.present_names)
+        self.session.run_with_iobinding(self.io_step, self.run_options)
+        if isinstance(self.kv, ConcatKV):
+            self.kv.take_presents(self.io_step.get_outputs(), 1)
+        self.eager_steps += 1
+        self.kv.position = t + 1
+
+    def step(self, x: np.ndarray) -> np.ndarray:
+        self.feed(x)
+        self.run_step()
+        return self._read_logits(self.logits_step)
+
+    def _read_logits(self, buf: Buffer, offset: int = 0) -> np.ndarray:
+        return self.transfers.download(buf, "logits", count=self.vocab, offset=offset)

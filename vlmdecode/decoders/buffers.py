@@ -1,0 +1,70 @@
+"""Fixed-address buffers that onnxruntime binds by pointer: numpy on CPU, CuPy on CUDA.
+
+A `Buffer` is allocated once and bound to an IOBinding input or output by its raw address, so the
+same memory serves every step (required by CUDA graphs; on CPU it removes per-step allocation).
+Host copies into and out of a buffer are methods here, but callers go through `Transfers`, which
+counts them. Not a general tensor type: shape, dtype and address never change after allocation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..devices import Device
+
+
+class Buffer:
+    def __init__(self, array, device: Device):
+        self.array = array  # numpy.ndarray (cpu) or cupy.ndarray (cuda); kept alive here
+        self.device = device
+
+    @property
+    def ptr(self) -> int:
+        return int(self.array.data.ptr) if self.device.is_cuda else int(self.array.ctypes.data)
+
+    @property
+    def dtype(self):
+        return np.dtype(self.array.dtype)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.array.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.array.nbytes)
+
+    def bind_input(self, io, name: str, shape=None) -> None:
+        io.bind_input(name, self.device.kind, self.device.index, self.dtype, list(shape or self.shape), self.ptr)
+
+    def bind_output(self, io, name: str, shape=None) -> None:
+        io.bind_output(name, self.device.kind, self.device.index, self.dtype, list(shape or self.shape), self.ptr)
+
+    def copy_from_host(self, host: np.ndarray, offset: int = 0) -> None:
+        """host (contiguous, same dtype) -> elements [offset, offset + host.size) of this buffer."""
+        if self.device.is_cuda:
+            import cupy
+
+            n = host.nbytes
+            cupy.cuda.runtime.memcpyAsync(self.ptr + offset * self.dtype.itemsize, host.ctypes.data, n,
+                                          cupy.cuda.runtime.memcpyHostToDevice,
+                                          cupy.cuda.get_current_stream().ptr)
+        else:
+            self.array.reshape(-1)[offset: offset + host.size] = host.reshape(-1)
+
+    def copy_to_host(self, count: int | None = None, offset: int = 0) -> np.ndarray:
+        count = self.array.size - offset if count is None else count
+        flat = self.array.reshape(-1)[offset: offset + count]
+        return flat.get() if self.device.is_cuda else flat.copy()
+
+
+def allocate(shape, dtype, device: Device, fill=0) -> Buffer:
+    """A new buffer of `shape`, filled with `fill` once (so unread slots are never NaN garbage)."""
+    if device.is_cuda:
+        import cupy
+
+        with cupy.cuda.Device(device.index):
+            arr = cupy.full(shape, fill, dtype=dtype)
+    else:
+        arr = np.full(shape, fill, dtype=dtype)
+    return Buffer(arr, device)

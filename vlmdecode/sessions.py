@@ -1,0 +1,91 @@
+"""onnxruntime sessions for a component on a device: providers, options, and no silent fallback.
+
+`make_session(path, device)` gives a CPU session, or a CUDA session that is checked to really have
+the CUDA execution provider (onnxruntime otherwise falls back to CPU without a word). Graph capture
+is opt-in per session (`cuda_graph=True`), so vision and embedding never inherit it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .devices import Device, cuda_device_count, parse_device
+
+
+class CudaUnavailableError(RuntimeError):
+    """CUDA was asked for and cannot be used; the message says why."""
+
+
+_preloaded = False
+
+
+def ort():
+    import onnxruntime
+
+    return onnxruntime
+
+
+def _preload_cuda_libraries() -> None:
+    """onnxruntime-gpu >= 1.21 finds the CUDA/cuDNN libraries of the nvidia-* wheels this way."""
+    global _preloaded
+    if not _preloaded and hasattr(ort(), "preload_dlls"):
+        try:
+            ort().preload_dlls()
+        except Exception:  # missing wheels are reported by the provider check below, with its reason
+            pass
+        _preloaded = True
+
+
+def check_cuda(device: Device) -> None:
+    """Raise CudaUnavailableError unless the CUDA provider exists and device.index is a real GPU."""
+    providers = ort().get_available_providers()
+    if "CUDAExecutionProvider" not in providers:
+        raise CudaUnavailableError(
+            f"device {device} asked for, but this onnxruntime ({ort().__version__}) has no "
+            f"CUDAExecutionProvider (available: {providers}); install vlmdecode[cuda] (onnxruntime-gpu)"
+        )
+    n = cuda_device_count()
+    if device.index >= n:
+        raise CudaUnavailableError(
+            f"device {device} asked for, but {n} CUDA device(s) are visible"
+            + ("" if n else " (no GPU, no driver, or CuPy missing)")
+        )
+
+
+def session_options(*, log_severity: int = 3, profile_prefix: str | None = None, threads: int = 0):
+    so = ort().SessionOptions()
+    so.log_severity_level = log_severity
+    so.graph_optimization_level = ort().GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        so.intra_op_num_threads = threads
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    return so
+
+
+def make_session(path: str | Path, device: Device | str = "cpu", *, cuda_graph: bool = False,
+                 stream_ptr: int | None = None, log_severity: int = 3, profile_prefix: str | None = None,
+                 threads: int = 0):
+    """An InferenceSession for `path` on `device`. CUDA sessions are checked; never a CPU fallback."""
+    device = parse_device(device)
+    so = session_options(log_severity=log_severity, profile_prefix=profile_prefix, threads=threads)
+    if not device.is_cuda:
+        if cuda_graph:
+            raise ValueError("cuda_graph=True needs a CUDA device, got cpu")
+        return ort().InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    _preload_cuda_libraries()
+    check_cuda(device)
+    opts = {"device_id": str(device.index), "enable_cuda_graph": "1" if cuda_graph else "0"}
+    if stream_ptr is not None:
+        opts["user_compute_stream"] = str(stream_ptr)
+    try:
+        sess = ort().InferenceSession(str(path), so, providers=[("CUDAExecutionProvider", opts)])
+    except Exception as e:
+        raise CudaUnavailableError(f"could not create a CUDA session for {Path(path).name} on {device}: {e}") from e
+    if "CUDAExecutionProvider" not in sess.get_providers():
+        raise CudaUnavailableError(
+            f"{Path(path).name}: onnxruntime created the session without CUDAExecutionProvider "
+            f"(got {sess.get_providers()}); refusing to run on CPU when {device} was asked for"
+        )
+    return sess
