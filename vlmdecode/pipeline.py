@@ -183,8 +183,10 @@ class Pipeline:
         self._check_length(prompt_len, max_new_tokens)
         stop = set(self.folder.eos_token_ids if stop is None else stop)
         detok = self.processor.stream_decoder() if self.processor else None
-        tokens = self.decoder.generate(x, max_new_tokens, params, self) if hasattr(self.decoder, "generate") \
-            else self._host_loop(x, max_new_tokens, Sampler(params))
+        if getattr(self.decoder, "mode", None) == "device":
+            tokens = self.decoder.generate(x, max_new_tokens, params)
+        else:
+            tokens = self._host_loop(x, max_new_tokens, Sampler(params))
         last = t0
         for step, token in enumerate(tokens):
             now = time.perf_counter()
@@ -197,17 +199,26 @@ class Pipeline:
 
     def _host_loop(self, x, max_new_tokens: int, sampler: Sampler):
         """prefill, then decode_one_token until done; sampling on the host."""
-        self.transfers.begin(0)
-        logits = self.decoder.prefill(x)
-        for step in range(max_new_tokens):
-            check_finite(logits[None], step)
-            token = int(sampler(logits[None])[0])
+        self.decoder.begin_generation()
+        try:
+            self.transfers.begin(0)
+            logits = self.decoder.prefill(x)
+            for step in range(max_new_tokens):
+                token = self.decode_one_token(logits, sampler, step)
+                self.transfers.end()
+                yield token
+                if step + 1 == max_new_tokens:
+                    return
+                self.transfers.begin(step + 1)
+                logits = self.decoder.step(self.token_input(token))
+        finally:
             self.transfers.end()
-            yield token
-            if step + 1 == max_new_tokens:
-                return
-            self.transfers.begin(step + 1)
-            logits = self.decoder.step(self.token_input(token))
+            self.decoder.end_generation()
+
+    @staticmethod
+    def decode_one_token(logits: np.ndarray, sampler: Sampler, step: int) -> int:
+        check_finite(logits[None], step)
+        return int(sampler(logits[None])[0])
 
 
 def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, max_length: int | None = None,

@@ -54,6 +54,7 @@ def check_cuda(device: Device) -> None:
 
 def session_options(*, log_severity: int = 3, profile_prefix: str | None = None, threads: int = 0):
     so = ort().SessionOptions()
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")  # see node_assignment()
     so.log_severity_level = log_severity
     so.graph_optimization_level = ort().GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
@@ -89,3 +90,14 @@ def make_session(path: str | Path, device: Device | str = "cpu", *, cuda_graph: 
             f"(got {sess.get_providers()}); refusing to run on CPU when {device} was asked for"
         )
     return sess
+
+
+def node_assignment(session) -> list[tuple[str, str, str]]:
+    """(execution provider, op type, node name) for every node of the optimized graph."""
+    return [(sg.ep_name, n.op_type, n.name) for sg in session.get_provider_graph_assignment_info()
+            for n in sg.get_nodes()]
+
+
+def memcpy_nodes(session) -> list[str]:
+    """Names of the host<->device copy nodes onnxruntime inserted (none allowed in a captured decoder)."""
+    return [name for _, op, name in node_assignment(session) if op.startswith("Memcpy")]

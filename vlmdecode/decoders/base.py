@@ -87,8 +87,22 @@ class BoundDecoder:
         self.transfers.upload(self.mask, np.zeros(self.max_length, np.int64), "mask")
 
     # ---- prefill ---------------------------------------------------------------------------
+    def begin_generation(self) -> None:
+        """Hook for decoders that hold per-generation state (CUDA graph ids)."""
+
+    def end_generation(self) -> None:
+        """Hook, called when a generation ends (also when it is abandoned)."""
+
     def prefill(self, x) -> np.ndarray:
-        """Run the prompt. x: host array [1,S,H] / ids [1,S], or an OrtValue already on the device."""
+        """Run the prompt; return the last position's logits [V] on the host."""
+        logits, S = self.prefill_on_device(x)
+        return self._read_logits(logits, offset=(S - 1) * self.vocab)
+
+    def prefill_on_device(self, x) -> tuple[Buffer, int]:
+        """Run the prompt (uncaptured). x: host array [1,S,H] / ids [1,S], or an OrtValue on the device.
+
+        Returns the logits buffer [1,S,V] (left on the device) and S.
+        """
         self.reset()
         S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
         if S <= 0 or S >= self.max_length:
@@ -111,13 +125,27 @@ class BoundDecoder:
             keep.append(pos)
         logits = allocate((1, S, self.vocab), self.dtype, self.device)
         logits.bind_output(io, self.name_logits)
-        keep.append(logits)
         self.kv.bind(io, self.past_names, self.present_names)
         self.session.run_with_iobinding(io, self._run_options(-1))
         if isinstance(self.kv, ConcatKV):
             self.kv.take_presents(io.get_outputs(), 1)
+        else:
+            self.check_kv_outputs(io)
         self.kv.position = S
-        return self._read_logits(logits, offset=(S - 1) * self.vocab)
+        self._prefill_keep = keep
+        return logits, S
+
+    def check_kv_outputs(self, io) -> None:
+        """Structural guard: every present output is our KV buffer, on our device (never host memory)."""
+        outs = io.get_outputs()
+        expect = [b.ptr for pair in zip(self.kv.keys, self.kv.values) for b in pair]
+        names = [n for pair in self.present_names for n in pair]
+        for ov, ptr, name in zip(outs[1:], expect, names):
+            if ov.device_name().lower() != self.device.kind or ov.data_ptr() != ptr:
+                raise DecoderError(
+                    f"KV output {name} resolved to {ov.device_name()} at {ov.data_ptr():#x}, not the bound "
+                    f"{self.device} buffer at {ptr:#x}: the KV cache would round-trip"
+                )
 
     # ---- host-fed decode step -----------------------------------------------------------------
     def feed(self, x: np.ndarray) -> None:

@@ -1,0 +1,299 @@
+"""The CUDA decoder: device-resident KV and three decode modes with identical tokens.
+
+    eager   each step uploads the token's embedding [1,1,H] (+ position, mask slot) and runs the
+            decoder uncaptured; logits [V] come back for host sampling   (the inherited baseline)
+    graph   the same step captured once as a CUDA graph (fresh gpu_graph_id per generation,
+            released at its end); each step copies the embedding into the bound buffer and replays
+    device  the token never leaves the GPU: one fused kernel takes the argmax (or a CuPy sampler's
+            draw), writes the token's embedding straight into the decoder's bound inputs_embeds
+            buffer (a gather from the embedding table, or the embedding session on CUDA writing
+            into it), sets position_ids and the mask slot; the host reads back 8 bytes per token
+
+CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so kernels and
+replays are ordered without host syncs; device mode also sets
+`disable_synchronize_execution_providers` and syncs only when it reads token ids (every
+`sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are
+checked in `check_mode` with errors that state the contract. Not here: the prompt path (pipeline).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..devices import Device, parse_device
+from ..modelfolder import ModelFolder
+from ..sampling import NonFiniteLogitsError, Sampler, SamplingParams, sample
+from ..sessions import make_session
+from .base import BoundDecoder, DecoderError
+from .buffers import Buffer, allocate
+
+MODES = ("eager", "graph", "device")
+EMBED_VIA = ("gather", "session")
+ORT_WARMUP_RUNS = 2  # onnxruntime's CUDA EP runs a graph id this many times uncaptured, then captures
+_graph_ids = itertools.count(1)  # process-wide: two decoders never share a gpu_graph_id
+
+_KERNEL = r"""
+#include <cuda_fp16.h>
+#define TO_F(x) (float)(x)
+extern "C" __global__ void advance(
+    const T* logits, const int V,          // [V]: this step's logits row
+    const long long* given,                 // [1]: a token sampled elsewhere, or NULL -> argmax here
+    const T* table, const int H, T* x_out,  // [V,H] embedding rows -> [H] decoder input, or table NULL
+    long long* id_out,                      // [1]: the token as an input id (embedding session / id decoder)
+    long long* ring, const int slot,        // [k]: token ids the host reads every k steps (-1: non-finite)
+    long long* pos, long long* mask, long long* t_dev)
+{
+    __shared__ float best_v[1024];
+    __shared__ long long best_i[1024];
+    __shared__ long long tok;
+    const int tid = threadIdx.x;
+    if (given == NULL) {
+        float bv = -INFINITY; long long bi = 0; int bad = 0;
+        for (int i = tid; i < V; i += blockDim.x) {
+            float v = TO_F(logits[i]);
+            if (isnan(v) || v == INFINITY) bad = 1;
+            if (v > bv) { bv = v; bi = i; }   // strided scan: the first max of this thread's share
+        }
+        best_v[tid] = bad ? NAN : bv; best_i[tid] = bi;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if (tid < s) {
+                float a = best_v[tid], b = best_v[tid + s];
+                long long ia = best_i[tid], ib = best_i[tid + s];
+                if (isnan(b) || (!isnan(a) && (b > a || (b == a && ib < ia)))) { best_v[tid] = b; best_i[tid] = ib; }
+            }
+            __syncthreads();
+        }
+        if (tid == 0) tok = isnan(best_v[0]) ? -1 : best_i[0];
+    } else if (tid == 0) {
+        tok = given[0];
+    }
+    __syncthreads();
+    if (tok < 0) { if (tid == 0) ring[slot] = -1; return; }
+    if (table != NULL)
+        for (int h = tid; h < H; h += blockDim.x) x_out[h] = table[tok * H + h];
+    if (tid == 0) {
+        long long t = t_dev[0];
+        ring[slot] = tok;
+        if (id_out != NULL) id_out[0] = tok;
+        pos[0] = t;
+        mask[t] = 1;
+        t_dev[0] = t + 1;
+    }
+}
+"""
+
+
+def check_mode(mode: str, folder: ModelFolder) -> str:
+    """All preconditions of the CUDA modes, in one place, with errors that state the contract."""
+    if mode not in MODES:
+        raise ValueError(f"unknown CUDA decode mode {mode!r}: allowed {MODES}")
+    info = folder.info
+    if mode in ("graph", "device") and info.kv_layout != "shared":
+        raise ValueError(
+            f"mode {mode!r} needs a fixed-capacity KV cache bound at fixed addresses (CUDA graph capture); "
+            f"this decoder's KV grows by Concat ({folder.decoder.path.name}, attention 'onnx'): use mode='eager' "
+            "or build the fixture with --attention gqa"
+        )
+    if info.kv_layout == "shared" and np.dtype(info.dtype) == np.float32:
+        raise ValueError(
+            "GroupQueryAttention has no float32 kernel on CUDA (fp16/bf16 only): build the fixture with "
+            "--dtype fp16 for CUDA"
+        )
+    return mode
+
+
+class CudaDecoder(BoundDecoder):
+    def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
+                 max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
+                 profile_prefix: str | None = None):
+        import cupy
+
+        self.cp = cupy
+        device = parse_device(device)
+        if not device.is_cuda:
+            raise ValueError(f"CudaDecoder needs a CUDA device, got {device}")
+        self.mode = check_mode(mode, folder)
+        if embed_via not in EMBED_VIA:
+            raise ValueError(f"embed_via must be one of {EMBED_VIA}, got {embed_via!r}")
+        if sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        self.embed_via, self.sync_every = embed_via, sync_every
+        cupy.cuda.Device(device.index).use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream_ptr = int(self.stream.ptr)
+        session = make_session(folder.decoder.path, device, cuda_graph=mode != "eager", stream_ptr=self.stream_ptr,
+                               profile_prefix=profile_prefix)
+        with self.stream:
+            super().__init__(folder, session, device, None, max_length)
+            self._check_device_memory()
+            self.graph_id = -1
+            self.runs_this_graph = 0
+            self.captured = self.replayed = 0
+            self.generations = 0
+            if mode == "device":
+                self._init_device_loop()
+        self.stream.synchronize()
+
+    # ---- guards and counters -------------------------------------------------------------------
+    def _check_device_memory(self) -> None:
+        rt = self.cp.cuda.runtime
+        for b in self.kv.keys + self.kv.values + [self.x_step, self.logits_step, self.mask, self.pos_step]:
+            attrs = rt.pointerGetAttributes(b.ptr)
+            if attrs.type != rt.memoryTypeDevice:
+                raise DecoderError(f"decoder buffer at {b.ptr:#x} is not CUDA device memory (type {attrs.type})")
+
+    def counters(self) -> dict:
+        return {"eager_steps": self.eager_steps, "captured": self.captured, "replayed": self.replayed,
+                "graph_id": self.graph_id, "generations": self.generations}
+
+    # ---- generation lifetime ---------------------------------------------------------------------
+    def begin_generation(self) -> None:
+        self.generations += 1
+        if self.mode != "eager":
+            self.graph_id = next(_graph_ids)
+            self.runs_this_graph = 0
+        self.run_options = self._run_options(self.graph_id)
+        if self.mode == "device":
+            self.run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+
+    def end_generation(self) -> None:
+        if self.mode != "eager" and self.graph_id > 0 and self.runs_this_graph > ORT_WARMUP_RUNS:
+            self.stream.synchronize()
+            self.session.release_captured_graph(self.graph_id)
+
+    def run_step(self) -> None:
+        with self.stream:
+            super().run_step()
+        if self.mode != "eager":
+            self._count_graph_run()
+
+    def _count_graph_run(self) -> None:
+        """Which of onnxruntime's phases this run of the graph id was: warm-up, capture, or replay."""
+        self.eager_steps -= 1
+        self.runs_this_graph += 1
+        if self.runs_this_graph <= ORT_WARMUP_RUNS:
+            self.eager_steps += 1
+        elif self.runs_this_graph == ORT_WARMUP_RUNS + 1:
+            self.captured += 1
+        else:
+            self.replayed += 1
+
+    def step(self, x: np.ndarray) -> np.ndarray:
+        with self.stream:
+            self.feed(x)
+        self.run_step()
+        with self.stream:
+            return self._read_logits(self.logits_step)
+
+    def prefill_on_device(self, x):
+        with self.stream:
+            return super().prefill_on_device(x)
+
+    # ---- device loop ------------------------------------------------------------------------------
+    def _init_device_loop(self) -> None:
+        cp, info = self.cp, self.info
+        ctype = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float"}[self.dtype]
+        self._kernel = cp.RawKernel(_KERNEL.replace("T*", f"{ctype}*"), "advance")
+        self.ring = allocate((self.sync_every,), np.int64, self.device)
+        self.t_dev = allocate((1,), np.int64, self.device)
+        self.table = None
+        self.embed_session = None
+        if info.drive == "embeds":
+            if self.embed_via == "gather":
+                self.table = self._embedding_table()
+            else:
+                self._init_embedding_session()
+
+    def _embedding_table(self):
+        """Every token's embedding [V,H], computed once by the embedding model itself (host, then uploaded)."""
+        e = self.folder.embedding
+        host = make_session(e.path, "cpu")
+        shape = e.signature.inputs[e.inputs["image_features"]][1]
+        empty = np.zeros([0 if isinstance(d, str) else d for d in shape], self.dtype)
+        rows = []
+        for lo in range(0, self.vocab, 16384):
+            ids = np.arange(lo, min(lo + 16384, self.vocab), dtype=np.int64)[None]
+            rows.append(host.run([e.outputs["inputs_embeds"]], {e.inputs["input_ids"]: ids,
+                                                                e.inputs["image_features"]: empty})[0][0])
+        table = np.ascontiguousarray(np.concatenate(rows).astype(self.dtype))
+        buf = allocate(table.shape, self.dtype, self.device)
+        self.transfers.upload(buf, table, "embedding_table")  # setup, once
+        return buf
+
+    def _init_embedding_session(self) -> None:
+        e = self.folder.embedding
+        self.embed_session = make_session(e.path, self.device, stream_ptr=self.stream_ptr)
+        self.id_buf = allocate((1, 1), np.int64, self.device)
+        shape = e.signature.inputs[e.inputs["image_features"]][1]
+        self.empty_feats = allocate([0 if isinstance(d, str) else d for d in shape], self.dtype, self.device)
+        self.embed_io = self.embed_session.io_binding()
+        self.id_buf.bind_input(self.embed_io, e.inputs["input_ids"])
+        self.empty_feats.bind_input(self.embed_io, e.inputs["image_features"])
+        self.x_step.bind_output(self.embed_io, e.outputs["inputs_embeds"])  # device -> device, no copy
+        self.embed_ro = self._run_options(-1)
+        self.embed_ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+
+    def _advance(self, logits_ptr: int, slot: int, given: Buffer | None) -> None:
+        """One launch: pick the token (argmax unless `given`), write the next decoder inputs on the device."""
+        info, null = self.info, 0
+        if info.drive == "ids":
+            table, x_out, id_out = null, null, self.x_step.ptr
+        elif self.table is not None:
+            table, x_out, id_out = self.table.ptr, self.x_step.ptr, null
+        else:
+            table, x_out, id_out = null, null, self.id_buf.ptr
+        args = (np.uint64(logits_ptr), np.int32(self.vocab), np.uint64(given.ptr if given else 0),
+                np.uint64(table), np.int32(info.hidden_size), np.uint64(x_out), np.uint64(id_out),
+                np.uint64(self.ring.ptr), np.int32(slot), np.uint64(self.pos_step.ptr), np.uint64(self.mask.ptr),
+                np.uint64(self.t_dev.ptr))
+        self._kernel((1,), (1024,), args)
+        if self.embed_session is not None:
+            self.embed_session.run_with_iobinding(self.embed_io, self.embed_ro)
+
+    def _pick(self, logits: Buffer, offset: int, slot: int, sampler: Sampler | None, step: int) -> None:
+        ptr = logits.ptr + offset * self.dtype.itemsize
+        given = None
+        if sampler is not None:
+            row = logits.array.reshape(-1)[offset: offset + self.vocab][None]
+            given = Buffer(sample(row, sampler.params, sampler.uniform(1, self.cp)), self.device)
+        self._advance(ptr, slot, given)
+        self._given = given  # keep alive until the kernel has run
+
+    def generate(self, x, max_new_tokens: int, params: SamplingParams, pipeline=None):
+        """Yield token ids; everything but the ids stays on the GPU."""
+        if self.mode != "device":
+            raise DecoderError("generate() on the device is mode 'device'; eager/graph sample on the host")
+        sampler = Sampler(params) if params.do_sample else None
+        k = self.sync_every
+        self.begin_generation()
+        try:
+            with self.stream:
+                self.transfers.begin(0)
+                logits, S = self.prefill_on_device(x)
+                self.transfers.upload(self.t_dev, np.array([S], np.int64), "position")
+                self._pick(logits, (S - 1) * self.vocab, 0, sampler, 0)
+                pending, done = 1, 0
+                while True:
+                    if pending == k or done + pending == max_new_tokens:
+                        ids = self.transfers.download(self.ring, "token", count=pending)
+                        for i, tok in enumerate(ids.tolist()):
+                            if tok < 0:
+                                raise NonFiniteLogitsError(
+                                    f"step {done + i}: logits hold NaN or +inf", done + i, (0,))
+                            self.transfers.end()
+                            yield tok
+                            if done + i + 1 < max_new_tokens:
+                                self.transfers.begin(done + i + 1)
+                        done += pending
+                        pending = 0
+                        if done == max_new_tokens:
+                            return
+                    self.run_step()  # replay (no host feed: the kernel wrote the inputs)
+                    self._pick(self.logits_step, 0, pending, sampler, done + pending)
+                    pending += 1
+        finally:
+            self.transfers.end()
+            self.end_generation()

@@ -1,0 +1,266 @@
+"""Next-token selection from logits [B, V]: greedy, or seeded sampling with temperature, top-k, top-p and min-p.
+
+Written once against an array module `xp` (numpy, or cupy when the logits are a cupy array), so the same code
+runs on the host and on the GPU; CuPy is never imported here and never required. What this module is not:
+no logits processors that need history (repetition penalty, no-repeat n-grams), no beam search, no stopping
+rules, and no model or session code; it only turns one step's logits into token ids.
+
+Filters (`filter_logits`) run in the order Hugging Face's `generate` applies its warpers:
+
+    1. temperature   logits / temperature
+    2. top-k         keep the logits >= the k-th largest; every token tied with the k-th is kept (as HF)
+    3. top-p         nucleus over softmax of what top-k left: keep the smallest set of most probable tokens whose
+                     mass is >= top_p, i.e. keep token t iff the mass of tokens strictly more probable than t is
+                     < top_p. The top token is always kept, and so is every token tied in probability with a kept
+                     one (HF's unstable sort makes its choice among tied tokens at the boundary unspecified;
+                     keeping all of them is the order-independent choice and matches HF's top-k)
+    4. min-p         keep tokens with p >= min_p * p_max over softmax of what top-p left, computed as
+                     exp(logit - max logit) >= min_p (the ratio does not depend on normalisation)
+
+Removed tokens become -inf. Every filter keeps the top token, so a row never empties. Input logits may be
+float16, float32 or float64 and may hold -inf (already masked tokens); NaN and +inf raise
+`NonFiniteLogitsError` (a ValueError), as does a row in which every token is -inf. All arithmetic is float64:
+top-p and the sampling CDF sum probabilities over the whole vocabulary (262k for Gemma 3), where float32
+cumulative sums drift, and a float16 logit divided by a small temperature would overflow float16.
+
+`sample` takes the uniform draws from the caller, so it is a pure function of its inputs and the same code
+serves numpy and cupy; `Sampler` owns the random state (a numpy Generator, or a cupy RandomState for cupy
+logits, both seeded from `SamplingParams.seed`) and draws one uniform per row per call.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+Array = Any  # numpy.ndarray or cupy.ndarray
+
+
+def array_module(x: Array) -> Any:
+    """numpy, or cupy when `x` is a cupy array. A cupy array implies cupy is already imported, so this never imports."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(x, cupy.ndarray):
+        return cupy
+    return np
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# parameters
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick the next token. Defaults are greedy; with do_sample, 0 / 1.0 / 0.0 turn top-k / top-p / min-p off.
+
+    The filters only matter when do_sample is True: greedy takes the argmax of the raw logits.
+    """
+
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        # One exception type, ValueError, for every bad field, wrong types included.
+        # `not (lo < v <= hi)` rather than `v <= lo or v > hi`, so that NaN is rejected too.
+        if not isinstance(self.do_sample, bool):
+            raise ValueError(f"do_sample must be a bool, got {self.do_sample!r}")  # noqa: TRY004
+        if not _is_real(self.temperature) or not (0 < self.temperature < math.inf):
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
+        if not _is_int(self.top_k) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not _is_real(self.top_p) or not (0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be a number with 0 < top_p <= 1 (1 = off), got {self.top_p!r}")
+        if not _is_real(self.min_p) or not (0 <= self.min_p < 1):
+            raise ValueError(f"min_p must be a number with 0 <= min_p < 1 (0 = off), got {self.min_p!r}")
+        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+            raise ValueError(f"seed must be None or an integer >= 0, got {self.seed!r}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# checks
+
+
+class NonFiniteLogitsError(ValueError):
+    """Logits hold NaN or +inf, or a row is entirely -inf. `step` (or None) and the bad batch `rows` are attributes."""
+
+    def __init__(self, message: str, step: int | None, rows: tuple[int, ...]):
+        super().__init__(message)
+        self.step = step
+        self.rows = rows
+
+
+def _check_shape(logits: Array) -> None:
+    if getattr(logits, "ndim", None) != 2 or logits.shape[-1] < 1:
+        raise ValueError(f"logits must be a 2-D array [batch, vocab] with vocab >= 1, got shape "
+                         f"{getattr(logits, 'shape', None)}")
+    if logits.dtype.kind != "f":
+        raise ValueError(f"logits must be float16, float32 or float64, got {logits.dtype}")
+
+
+def _rows(mask: Array) -> list[int]:
+    # [B] bool -> host list of row indices; .tolist() works for numpy and cupy alike.
+    return array_module(mask).nonzero(mask)[0].tolist()
+
+
+def check_finite(logits: Array, step: int | None = None) -> None:
+    """Raise NonFiniteLogitsError if any row holds NaN or +inf, or has every token at -inf (nothing to pick).
+
+    -inf entries are otherwise allowed: they are masked tokens. The message names `step` when given and the bad
+    batch rows; without a step it starts "non-finite logits:" so a caller can catch and re-raise with its own.
+    One device-to-host sync on the happy path (a single boolean).
+    """
+    _check_shape(logits)
+    xp = array_module(logits)
+    nonfinite = (xp.isnan(logits) | (logits == xp.inf)).any(axis=-1)  # [B]
+    all_masked = (logits == -xp.inf).all(axis=-1)  # [B]
+    if not bool((nonfinite | all_masked).any()):
+        return
+    where = "non-finite logits" if step is None else f"non-finite logits at step {step}"
+    bad, empty = _rows(nonfinite), _rows(all_masked)
+    problems = []
+    if bad:
+        problems.append(f"batch rows {bad} contain NaN or +inf")
+    if empty:
+        problems.append(f"batch rows {empty} are entirely -inf (every token masked)")
+    raise NonFiniteLogitsError(f"{where}: {'; '.join(problems)}", step, tuple(sorted(set(bad) | set(empty))))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# filters; x is float64 [B, V], -inf marks removed tokens
+
+
+def _softmax(x: Array, xp: Any) -> Array:
+    # [B, V] -> [B, V]; each row has a finite max (checked), so -inf -> 0 and nothing is NaN.
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _top_k(x: Array, k: int, xp: Any) -> Array:
+    vocab = x.shape[-1]
+    if k == 0 or k >= vocab:
+        return x
+    kth = xp.partition(x, vocab - k, axis=-1)[:, vocab - k, None]  # [B, 1] the k-th largest logit
+    return xp.where(x >= kth, x, -xp.inf)  # >=: ties with the k-th all stay, as in HF
+
+
+def _top_p(x: Array, top_p: float, xp: Any) -> Array:
+    if top_p >= 1.0:
+        return x  # off; also avoids rounding in the cumulative sum dropping tokens when top_p == 1
+    p = _softmax(x, xp)  # [B, V]
+    p_desc = xp.flip(xp.sort(p, axis=-1), axis=-1)  # [B, V] most probable first
+    cum = xp.cumsum(p_desc, axis=-1)
+    mass_before = xp.concatenate([xp.zeros_like(cum[:, :1]), cum[:, :-1]], axis=-1)  # [B, V] exclusive cumsum
+    # Kept sorted positions form a prefix (mass_before is non-decreasing) of length >= 1 (mass_before[0] = 0 < top_p).
+    n_keep = (mass_before < top_p).sum(axis=-1, keepdims=True)  # [B, 1]
+    threshold = xp.take_along_axis(p_desc, n_keep - 1, axis=-1)  # [B, 1] least probability kept
+    # p >= threshold keeps every token tied with the last kept one: for a tie group the mass strictly above it is
+    # mass_before at the group's first position, which is < top_p whenever any of the group is in the prefix.
+    return xp.where(p >= threshold, x, -xp.inf)
+
+
+def _min_p(x: Array, min_p: float, xp: Any) -> Array:
+    if min_p == 0.0:
+        return x
+    ratio = xp.exp(x - x.max(axis=-1, keepdims=True))  # [B, V] p / p_max; the top token has 1 > min_p
+    return xp.where(ratio >= min_p, x, -xp.inf)
+
+
+def _filter(logits: Array, params: SamplingParams, xp: Any) -> Array:
+    x = logits.astype(xp.float64)  # [B, V], a copy
+    if params.temperature != 1.0:
+        x = x / params.temperature
+    x = _top_k(x, params.top_k, xp)
+    x = _top_p(x, params.top_p, xp)
+    return _min_p(x, params.min_p, xp)
+
+
+def filter_logits(logits: Array, params: SamplingParams) -> Array:
+    """Temperature, then top-k, top-p, min-p (see the module docstring). [B, V] -> [B, V] float64, removed = -inf.
+
+    Applies the filters whatever params.do_sample says. Raises NonFiniteLogitsError on NaN / +inf / all -inf rows.
+    """
+    check_finite(logits)
+    return _filter(logits, params, array_module(logits))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# selection
+
+
+def _inverse_cdf(probs: Array, uniform: Array, xp: Any) -> Array:
+    """Token per row whose CDF interval holds uniform * row total. probs [B, V] float64, uniform [B] -> [B] int64."""
+    cdf = xp.cumsum(probs, axis=-1)  # [B, V] non-decreasing; flat across zero-probability tokens
+    target = uniform[:, None] * cdf[:, -1:]  # [B, 1]; scaled by the row's own total, so its rounding biases nothing
+    # The count of cdf <= target is the first index with cdf > target; cdf rises there, so that token has p > 0
+    # and masked tokens are never chosen.
+    ids = (cdf <= target).sum(axis=-1)  # [B]
+    # A u just below 1 can round target up to the total (ids = V, or past the last token with p > 0): clamp.
+    last_positive = probs.shape[-1] - 1 - xp.argmax(xp.flip(probs > 0, axis=-1), axis=-1)  # [B]
+    return xp.minimum(ids, last_positive).astype(xp.int64)
+
+
+def sample(logits: Array, params: SamplingParams, uniform: Array | None = None, *, step: int | None = None) -> Array:
+    """Token ids [B] int64, on the logits' device.
+
+    Greedy (params.do_sample False): argmax of the raw logits, the first maximum on ties; `uniform` is ignored and
+    may be None. Sampling: inverse-CDF draw from softmax(filter_logits(logits, params)), one u in [0, 1) per row
+    from `uniform` [B] (numpy, or the logits' array module). Same logits, params and uniform -> same ids.
+    Raises NonFiniteLogitsError (a ValueError) naming `step` when the logits hold NaN / +inf or an all -inf row.
+    """
+    check_finite(logits, step)
+    xp = array_module(logits)
+    if not params.do_sample:
+        return xp.argmax(logits, axis=-1).astype(xp.int64)
+    if uniform is None:
+        raise ValueError("sample: do_sample=True needs `uniform`, one draw in [0, 1) per batch row")
+    u = xp.asarray(uniform, dtype=xp.float64).reshape(-1)  # [B]
+    if u.shape[0] != logits.shape[0]:
+        raise ValueError(f"sample: uniform has {u.shape[0]} draws for {logits.shape[0]} batch rows")
+    probs = _softmax(_filter(logits, params, xp), xp)  # [B, V] float64
+    return _inverse_cdf(probs, u, xp)
+
+
+class Sampler:
+    """`sample` with its own seeded random state: `Sampler(params)(logits) -> ids [B] int64`.
+
+    numpy logits draw from numpy.random.default_rng(params.seed); cupy logits from cupy.random.RandomState(seed),
+    drawn on the GPU (the two streams differ, so the same seed gives different tokens on CPU and GPU). Each state is
+    created on first use. Greedy calls draw nothing. A fixed seed and the same sequence of calls give the same ids.
+    """
+
+    def __init__(self, params: SamplingParams):
+        self.params = params
+        self._numpy_rng: np.random.Generator | None = None
+        self._cupy_rng: Any = None
+
+    def uniform(self, n: int, xp: Any = np) -> Array:
+        """n float64 draws in [0, 1) from this sampler's state for array module `xp`."""
+        if xp is np:
+            if self._numpy_rng is None:
+                self._numpy_rng = np.random.default_rng(self.params.seed)
+            return self._numpy_rng.random(n)
+        if self._cupy_rng is None:
+            self._cupy_rng = xp.random.RandomState(self.params.seed)
+        return self._cupy_rng.random_sample(n, dtype=xp.float64)  # [0, 1), like numpy's
+
+    def __call__(self, logits: Array, step: int | None = None) -> Array:
+        uniform = None
+        if self.params.do_sample:
+            uniform = self.uniform(logits.shape[0], array_module(logits))
+        return sample(logits, self.params, uniform, step=step)
