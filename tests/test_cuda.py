@@ -98,7 +98,7 @@ def test_cuda_logits_match_float64_reference_every_step(folders, image):
     print(f"worst CUDA fp16 vs float64 relative max error over {STEPS} steps: {worst:.2e}")
 
 
-def test_graph_counters_and_stale_binding_proves_replay(folders, image):
+def test_graph_counters(folders, image):
     p = vlmdecode.load(folders["fp16"], "cuda", "graph")
     r = p.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=())
     c = r.counters
@@ -107,26 +107,6 @@ def test_graph_counters_and_stale_binding_proves_replay(folders, image):
     assert c["replayed"] == decode_steps - 3  # 2 warm-up runs, 1 capture, the rest replays
     e = vlmdecode.load(folders["fp16"], "cuda", "eager").generate(PROMPT, image=image, max_new_tokens=8, stop=())
     assert e.counters["replayed"] == 0 and e.counters["captured"] == 0
-    # Proof that replays ignore bindings: after capture, bind x to a NEW buffer holding other data.
-    dec = p.decoder
-    _, x = p.prepare(PROMPT, image)
-    dec.begin_generation()
-    try:
-        dec.prefill(x)
-        emb = p.token_input(42)
-        outs = [dec.step(emb) for _ in range(4)]  # warm-up, warm-up, capture, replay
-        other = cupy.asarray(p.token_input(43))
-        with dec.stream:
-            dec.io_step.bind_input(dec.name_x, "cuda", 0, dec.dtype, list(other.shape), other.data.ptr)
-        dec.feed(emb)  # the captured buffer still holds token 42's embedding
-        dec.run_step()
-        with dec.stream:
-            stale = dec._read_logits(dec.logits_step)
-        assert dec.captured == 1 and dec.replayed >= 2
-        # eager on the same inputs would read token 43 from the new binding; the replay read 42's buffer
-        assert np.array_equal(np.argmax(stale), np.argmax(outs[-1])) or not np.allclose(stale, 0)
-    finally:
-        dec.end_generation()
 
 
 def test_stale_binding_changes_output_in_eager_but_not_in_graph(folders, image):

@@ -169,6 +169,16 @@ class Pipeline:
         steps = list(self._generate(x.astype(self.dtype), x.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
         return self._result(steps, x.shape[1], t0)
 
+    def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
+                          **kw) -> GenerationResult:
+        """Decode from token ids [1,S] already formatted (no chat template, no image)."""
+        ids = np.asarray(input_ids, dtype=np.int64).reshape(1, -1)
+        t0 = _t0 if _t0 is not None else time.perf_counter()
+        x = ids if self.folder.info.drive == "ids" else self.embed(ids, None)
+        stop = kw.pop("stop", None)
+        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
+        return self._result(steps, ids.shape[1], t0)
+
     def _result(self, steps, prompt_len, t0) -> GenerationResult:
         tokens = [s.token for s in steps]
         return GenerationResult(

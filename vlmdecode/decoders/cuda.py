@@ -37,6 +37,8 @@ _graph_ids = itertools.count(1)  # process-wide: two decoders never share a gpu_
 _KERNEL = r"""
 #include <cuda_fp16.h>
 #define TO_F(x) (float)(x)
+#define INF_F __int_as_float(0x7f800000)
+#define NAN_F __int_as_float(0x7fc00000)
 extern "C" __global__ void advance(
     const T* logits, const int V,          // [V]: this step's logits row
     const long long* given,                 // [1]: a token sampled elsewhere, or NULL -> argmax here
@@ -50,23 +52,23 @@ extern "C" __global__ void advance(
     __shared__ long long tok;
     const int tid = threadIdx.x;
     if (given == NULL) {
-        float bv = -INFINITY; long long bi = 0; int bad = 0;
+        float bv = -INF_F; long long bi = 0; int bad = 0;
         for (int i = tid; i < V; i += blockDim.x) {
             float v = TO_F(logits[i]);
-            if (isnan(v) || v == INFINITY) bad = 1;
+            if (v != v || v == INF_F) bad = 1;
             if (v > bv) { bv = v; bi = i; }   // strided scan: the first max of this thread's share
         }
-        best_v[tid] = bad ? NAN : bv; best_i[tid] = bi;
+        best_v[tid] = bad ? NAN_F : bv; best_i[tid] = bi;
         __syncthreads();
         for (int s = blockDim.x / 2; s > 0; s >>= 1) {
             if (tid < s) {
                 float a = best_v[tid], b = best_v[tid + s];
                 long long ia = best_i[tid], ib = best_i[tid + s];
-                if (isnan(b) || (!isnan(a) && (b > a || (b == a && ib < ia)))) { best_v[tid] = b; best_i[tid] = ib; }
+                if (b != b || (a == a && (b > a || (b == a && ib < ia)))) { best_v[tid] = b; best_i[tid] = ib; }
             }
             __syncthreads();
         }
-        if (tid == 0) tok = isnan(best_v[0]) ? -1 : best_i[0];
+        if (tid == 0) tok = (best_v[0] != best_v[0]) ? -1 : best_i[0];
     } else if (tid == 0) {
         tok = given[0];
     }

@@ -1,0 +1,269 @@
+"""Benchmarks: per-token decode latency by mode, side by side in one process, against the floor.
+
+    run_matrix(presets, devices, modes, contexts) -> DataFrame; writes CSV + JSON (with provenance)
+    compare(base_csv, new_csv)                     -> % change per scenario, regressions flagged
+
+Method: models load and warm up before timing; each scenario runs `repeats` times; per-token time
+is the median over a steady-state window (first `skip` tokens dropped: capture, warm-up), and
+independently the two-length method ((T(n) - T(n/2)) / (n/2), which cancels prefill). The floor is
+(decoder weight bytes + KV bytes read at that context) / device-to-device copy bandwidth measured in
+the same run. Not a timed test: targets are read off the results files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .profiling import prompt_ids, provenance
+
+CUDA_MODES = ("naive", "eager", "graph", "device", "device-session", "tokenid-graph", "genai-eager", "genai-graph")
+CPU_MODES = ("naive", "resident", "genai")
+CONTEXTS = {"tiny": [128], "small": [64, 256, 1024, 2048], "gemma3-1b": [128, 1024, 4096]}
+
+
+# ---- the floor -------------------------------------------------------------------------------
+def copy_bandwidth(nbytes: int = 1 << 30, iters: int = 20) -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
+    import cupy
+
+    a = cupy.random.random(nbytes // 8)
+    b = cupy.empty_like(a)
+    for _ in range(3):
+        b[...] = a
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(iters):
+        start.record()
+        b[...] = a
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    return 2 * a.nbytes / float(np.median(times))
+
+
+def decoder_weight_bytes(folder) -> int:
+    """Bytes of the decoder's initializers (what one decode step must read at least once)."""
+    import onnx
+
+    m = onnx.load(str(folder.decoder.path), load_external_data=False)
+    total = 0
+    for t in m.graph.initializer:
+        ext = {e.key: e.value for e in t.external_data}
+        if "length" in ext:
+            total += int(ext["length"])
+        else:
+            total += len(t.raw_data) or int(np.prod(t.dims)) * 4
+    return total
+
+
+def kv_read_bytes(folder, context: int) -> int:
+    """K+V bytes one decode step reads at `context`: global layers all of it, local layers the window."""
+    from .fixture import load_fixture_config
+
+    info = folder.info
+    per_token_layer = 2 * info.num_kv_heads * info.head_size * np.dtype(info.dtype).itemsize
+    try:
+        cfg = load_fixture_config(folder.root)
+        kinds, window = cfg.layer_types, cfg.sliding_window
+    except (FileNotFoundError, TypeError, ValueError):
+        kinds, window = ("global",) * info.num_layers, context
+    return int(sum(per_token_layer * (context if k == "global" else min(context, window)) for k in kinds))
+
+
+# ---- timing one scenario ---------------------------------------------------------------------
+def _steady_ms(seconds: list, skip: int) -> float:
+    window = seconds[skip:] if len(seconds) > skip + 2 else seconds[1:]
+    return float(np.median(window) * 1e3)
+
+
+def time_pipeline(pipe, context: int, new_tokens: int, repeats: int, skip: int) -> dict:
+    ids = prompt_ids(context)
+    pipe.generate_from_ids(ids, max_new_tokens=min(new_tokens, 8), stop=())  # warm-up: sessions, kernels
+    steady, two_len, ttft = [], [], []
+    last = None
+    for _ in range(repeats):
+        totals = {}
+        for n in (new_tokens // 2, new_tokens):
+            t0 = time.perf_counter()
+            r = pipe.generate_from_ids(ids, max_new_tokens=n, stop=(), _t0=t0)
+            totals[n] = time.perf_counter() - t0
+            last = r
+        steady.append(_steady_ms([s.seconds for s in last.steps], skip))
+        two_len.append((totals[new_tokens] - totals[new_tokens // 2]) / (new_tokens - new_tokens // 2) * 1e3)
+        ttft.append(last.ttft_seconds * 1e3)
+    tail = last.steps[-1]
+    return dict(per_token_ms=float(np.median(steady)), spread=float((max(steady) - min(steady)) / np.median(steady)),
+                two_length_ms=float(np.median(two_len)), ttft_ms=float(np.median(ttft)), h2d_per_step=tail.h2d_bytes,
+                d2h_per_step=tail.d2h_bytes, kv_per_step=tail.kv_bytes, tokens=len(last.tokens),
+                first_tokens=" ".join(map(str, last.tokens[:8])), **{f"n_{k}": v for k, v in last.counters.items()})
+
+
+def time_naive(pipe, context: int, new_tokens: int, repeats: int, skip: int, device: str) -> dict:
+    from .decoders.naive import naive_decode
+    from .sessions import make_session
+    from .transfers import Transfers
+
+    sess = make_session(pipe.folder.decoder.path, device)
+    ids = prompt_ids(context)
+    x = ids if pipe.folder.info.drive == "ids" else pipe.embed(ids, None)
+    steady, t = [], Transfers()
+    tokens = []
+    for _ in range(repeats + 1):  # first pass warms up
+        t.reset()
+        stamps, tokens = [time.perf_counter()], []
+        for tok, _ in naive_decode(pipe.folder, sess, x, pipe.token_input, new_tokens - 1, t):
+            stamps.append(time.perf_counter())
+            tokens.append(tok)
+        steady.append(_steady_ms(list(np.diff(stamps)), skip))
+    steady = steady[1:]
+    last = t.steps[-1]
+    return dict(per_token_ms=float(np.median(steady)), spread=float((max(steady) - min(steady)) / np.median(steady)),
+                h2d_per_step=last.h2d, d2h_per_step=last.d2h, kv_per_step=last.kv, tokens=len(tokens),
+                first_tokens=" ".join(map(str, tokens[:8])))
+
+
+def time_genai(folder_root, context: int, new_tokens: int, repeats: int, skip: int, device: str, graph: bool,
+               pixel_dtype=None) -> dict:
+    from .peer import genai_greedy, load_genai_model
+
+    model = load_genai_model(folder_root, device, cuda_graph=graph if device != "cpu" else None)
+    ids = prompt_ids(context)[0]
+    genai_greedy(model, ids, min(new_tokens, 8))
+    steady, ttft, tokens = [], [], []
+    for _ in range(repeats):
+        r = genai_greedy(model, ids, new_tokens)
+        steady.append(_steady_ms(r.step_seconds, skip))
+        ttft.append(r.ttft_seconds * 1e3)
+        tokens = r.tokens
+    return dict(per_token_ms=float(np.median(steady)), spread=float((max(steady) - min(steady)) / np.median(steady)),
+                ttft_ms=float(np.median(ttft)), tokens=len(tokens), first_tokens=" ".join(map(str, tokens[:8])))
+
+
+def nodes_per_step(folder, device: str, steps: int = 4) -> float:
+    """onnxruntime profile of eager decode steps: kernel (node) events per step."""
+    import tempfile
+
+    from .decoders.cuda import CudaDecoder
+
+    prefix = str(Path(tempfile.mkdtemp()) / "ortprof")
+    dec = CudaDecoder(folder, device, "eager", profile_prefix=prefix)
+    x = np.zeros((1, 4, folder.info.hidden_size), dec.dtype)
+    dec.begin_generation()
+    dec.prefill(x)
+    step_x = np.zeros((1, 1, folder.info.hidden_size), dec.dtype)
+    for _ in range(steps):
+        dec.step(step_x)
+    path = dec.session.end_profiling()
+    events = json.loads(Path(path).read_text())
+    runs = [e for e in events if e.get("name") == "model_run"]
+    nodes = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
+    return len(nodes) / max(len(runs), 1) if runs else float("nan")
+
+
+# ---- the matrix ------------------------------------------------------------------------------
+def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, new_tokens=64, repeats=3, skip=8,
+               peer=True, out_dir="data/results", root=None, tag="bench", log=print):
+    import pandas as pd
+
+    import vlmdecode
+    from .cli import ensure_fixture
+    from .devices import parse_device
+
+    rows, prov = [], provenance()
+    bw = None
+    for device in devices:
+        dev = parse_device(device)
+        if dev.is_cuda:
+            bw = copy_bandwidth()
+            prov["copy_bandwidth_GBps"] = bw / 1e9
+        for name in presets:
+            dtype = "fp16" if dev.is_cuda else "fp32"
+            folder_dir = ensure_fixture(name, "gqa", dtype, root)
+            want = list(modes or (CUDA_MODES if dev.is_cuda else CPU_MODES))
+            if not peer:
+                want = [m for m in want if not m.startswith("genai")]
+            ctxs = contexts or CONTEXTS.get(name, [128])
+            pipes = {}
+            for mode in want:
+                for ctx in ctxs:
+                    base = dict(preset=name, dtype=dtype, device=str(dev), mode=mode, context=ctx)
+                    try:
+                        row = _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes)
+                    except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
+                        row = dict(error=f"{type(e).__name__}: {e}"[:300])
+                    row.update(base)
+                    if dev.is_cuda and "per_token_ms" in row:
+                        folder = next(iter(pipes.values())).folder if pipes else vlmdecode.load(folder_dir).folder
+                        floor = (decoder_weight_bytes(folder) + kv_read_bytes(folder, ctx)) / bw * 1e3
+                        row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
+                    log(json.dumps(row, default=str))
+                    rows.append(row)
+                    _write(out_dir, tag, rows, prov)  # after every row: a cut-off run keeps what it measured
+            if dev.is_cuda and name == "tiny":
+                try:
+                    prov[f"nodes_per_step[{name}]"] = nodes_per_step(next(iter(pipes.values())).folder, str(dev))
+                except Exception as e:  # noqa: BLE001
+                    prov[f"nodes_per_step[{name}]"] = f"unavailable: {e}"
+            pipes.clear()
+    _write(out_dir, tag, rows, prov)
+    return pd.DataFrame(rows)
+
+
+def _write(out_dir, tag, rows, prov) -> None:
+    import pandas as pd
+
+    if not out_dir:
+        return
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out / f"{tag}.csv", index=False)
+    (out / f"{tag}.json").write_text(json.dumps({"provenance": prov, "rows": rows}, indent=2, default=str) + "\n")
+
+
+def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes):
+    if mode.startswith("genai"):
+        return time_genai(folder_dir, ctx, new_tokens, repeats, skip, str(dev), graph=mode == "genai-graph")
+    if mode == "naive":
+        pipe = pipes.setdefault("resident" if not dev.is_cuda else "eager",
+                                vlmdecode.load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
+        return time_naive(pipe, ctx, new_tokens, repeats, skip, str(dev))
+    if mode not in pipes:
+        if mode == "tokenid-graph":
+            pipes[mode] = vlmdecode.load(Path(folder_dir) / "text", str(dev), "graph")
+        elif mode == "device-session":
+            from .decoders.cuda import CudaDecoder
+
+            p = vlmdecode.load(folder_dir, str(dev), "device")
+            p.decoder = CudaDecoder(p.folder, dev, "device", embed_via="session")
+            p.transfers = p.decoder.transfers
+            pipes[mode] = p
+        else:
+            pipes[mode] = vlmdecode.load(folder_dir, str(dev), None if mode == "resident" else mode)
+    return time_pipeline(pipes[mode], ctx, new_tokens, repeats, skip)
+
+
+def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):
+    """Per-scenario % change of per_token_ms; a change above the scenario's noise threshold is flagged.
+
+    Threshold: 3 x the relative spread seen in `noise_csv` (repeated runs of one build) for that
+    scenario, else the larger of the two runs' own spreads x 100, never below `floor_pct`.
+    """
+    import pandas as pd
+
+    key = ["preset", "device", "mode", "context"]
+    base, new = pd.read_csv(base_csv), pd.read_csv(new_csv)
+    t = base[key + ["per_token_ms", "spread"]].merge(new[key + ["per_token_ms", "spread"]], on=key,
+                                                      suffixes=("_base", "_new"))
+    t["change_pct"] = (t["per_token_ms_new"] / t["per_token_ms_base"] - 1) * 100
+    if noise_csv:
+        noise = pd.read_csv(noise_csv).groupby(key)["per_token_ms"].agg(lambda s: s.std() / s.mean() * 100)
+        t = t.merge(noise.rename("noise_pct").reset_index(), on=key, how="left")
+        t["threshold_pct"] = (3 * t["noise_pct"]).fillna(floor_pct).clip(lower=floor_pct)
+    else:
+        t["threshold_pct"] = (t[["spread_base", "spread_new"]].max(axis=1) * 100).clip(lower=floor_pct)
+    t["regression"] = t["change_pct"] > t["threshold_pct"]
+    return t[key + ["per_token_ms_base", "per_token_ms_new", "change_pct", "threshold_pct", "regression"]]
