@@ -424,7 +424,8 @@ class Processor:
                 f"{gpath}: field 'model.eos_token_id'={model['eos_token_id']!r} must be an integer "
                 f"or a non-empty list of integers"
             )
-        image_id = int_field("image_token_id")
+        # a text-only model (gemma3_text) has no image_token_id; a VLM's must agree with processor_config
+        image_id = int_field("image_token_id") if "image_token_id" in model else spec.image_token_id
         if image_id != spec.image_token_id:
             raise ProcessorError(
                 f"image_token_id disagrees: {gpath} says {image_id}, "

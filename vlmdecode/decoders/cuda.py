@@ -25,7 +25,7 @@ import numpy as np
 from ..devices import Device, parse_device
 from ..modelfolder import ModelFolder
 from ..sampling import NonFiniteLogitsError, Sampler, SamplingParams, sample
-from ..sessions import make_session
+from ..sessions import _preload_cuda_libraries, check_cuda, make_session
 from .base import BoundDecoder, DecoderError
 from .buffers import Buffer, allocate
 
@@ -123,6 +123,8 @@ class CudaDecoder(BoundDecoder):
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         self.embed_via, self.sync_every = embed_via, sync_every
+        _preload_cuda_libraries()
+        check_cuda(device)  # before any CuPy call on that device: a clear error for cuda:7 on a 1-GPU box
         cupy.cuda.Device(device.index).use()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.stream_ptr = int(self.stream.ptr)
@@ -142,7 +144,11 @@ class CudaDecoder(BoundDecoder):
     # ---- guards and counters -------------------------------------------------------------------
     def _check_device_memory(self) -> None:
         rt = self.cp.cuda.runtime
-        for b in self.kv.keys + self.kv.values + [self.x_step, self.logits_step, self.mask, self.pos_step]:
+        kv = self.kv.keys + self.kv.values if hasattr(self.kv, "keys") else []  # ConcatKV: ORT-owned, checked below
+        for ov in getattr(self.kv, "values_ov", []):
+            if ov.device_name().lower() != "cuda":
+                raise DecoderError(f"KV OrtValue on {ov.device_name()}, not CUDA")
+        for b in kv + [self.x_step, self.logits_step, self.mask, self.pos_step]:
             attrs = rt.pointerGetAttributes(b.ptr)
             if attrs.type != rt.memoryTypeDevice:
                 raise DecoderError(f"decoder buffer at {b.ptr:#x} is not CUDA device memory (type {attrs.type})")
@@ -218,6 +224,8 @@ class CudaDecoder(BoundDecoder):
         rows = []
         for lo in range(0, self.vocab, 16384):
             ids = np.arange(lo, min(lo + 16384, self.vocab), dtype=np.int64)[None]
+            if self.folder.image_token_id is not None:  # its row is an image feature, not a lookup: use pad's
+                ids[ids == self.folder.image_token_id] = self.folder.pad_token_id
             rows.append(host.run([e.outputs["inputs_embeds"]], {e.inputs["input_ids"]: ids,
                                                                 e.inputs["image_features"]: empty})[0][0])
         table = np.ascontiguousarray(np.concatenate(rows).astype(self.dtype))
@@ -227,7 +235,9 @@ class CudaDecoder(BoundDecoder):
 
     def _init_embedding_session(self) -> None:
         e = self.folder.embedding
-        self.embed_session = make_session(e.path, self.device, stream_ptr=self.stream_ptr)
+        # Its own onnxruntime stream: sharing ours (user_compute_stream) failed in cudnnSetStream on the
+        # H200 (onnxruntime-gpu 1.31.1, cuDNN 9.19). So each step syncs our stream before this run.
+        self.embed_session = make_session(e.path, self.device)
         self.id_buf = allocate((1, 1), np.int64, self.device)
         shape = e.signature.inputs[e.inputs["image_features"]][1]
         self.empty_feats = allocate([0 if isinstance(d, str) else d for d in shape], self.dtype, self.device)
@@ -236,7 +246,6 @@ class CudaDecoder(BoundDecoder):
         self.empty_feats.bind_input(self.embed_io, e.inputs["image_features"])
         self.x_step.bind_output(self.embed_io, e.outputs["inputs_embeds"])  # device -> device, no copy
         self.embed_ro = self._run_options(-1)
-        self.embed_ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
 
     def _advance(self, logits_ptr: int, slot: int, given: Buffer | None) -> None:
         """One launch: pick the token (argmax unless `given`), write the next decoder inputs on the device."""
@@ -253,6 +262,7 @@ class CudaDecoder(BoundDecoder):
                 np.uint64(self.t_dev.ptr))
         self._kernel((1,), (1024,), args)
         if self.embed_session is not None:
+            self.stream.synchronize()  # the kernel's token id must be in id_buf before the other stream reads it
             self.embed_session.run_with_iobinding(self.embed_io, self.embed_ro)
 
     def _pick(self, logits: Buffer, offset: int, slot: int, sampler: Sampler | None, step: int) -> None:
