@@ -119,8 +119,13 @@ def test_resample_optional(copy_dir):
     assert Processor.load(copy_dir).spec.resample == "bilinear"
 
 
-@pytest.mark.parametrize("field", ["bos_token_id", "eos_token_id", "pad_token_id", "context_length",
-                                   "image_token_id"])
+def test_text_model_without_image_token_id_uses_processor_config(copy_dir):
+    # a gemma3_text genai_config has no image_token_id; processor_config.json supplies it
+    edit_json(copy_dir / "genai_config.json", lambda d: d["model"].pop("image_token_id"))
+    assert Processor.load(copy_dir).image_token_id == IMAGE_TOKEN_ID
+
+
+@pytest.mark.parametrize("field", ["bos_token_id", "eos_token_id", "pad_token_id", "context_length"])
 def test_genai_config_missing_field(copy_dir, field):
     edit_json(copy_dir / "genai_config.json", lambda d: d["model"].pop(field))
     with pytest.raises(ProcessorError, match=f"genai_config.json: missing field 'model.{field}'"):

@@ -205,7 +205,7 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
                     log(json.dumps(row, default=str))
                     rows.append(row)
                     _write(out_dir, tag, rows, prov)  # after every row: a cut-off run keeps what it measured
-            if dev.is_cuda and name == "tiny":
+            if dev.is_cuda and pipes:
                 try:
                     prov[f"nodes_per_step[{name}]"] = nodes_per_step(next(iter(pipes.values())).folder, str(dev))
                 except Exception as e:  # noqa: BLE001

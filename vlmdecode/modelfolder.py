@@ -9,6 +9,7 @@ guessed. This module reads only JSON and ONNX graph signatures (no weights, no o
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,28 +115,58 @@ def _get(d: dict, path: str, kind=None):
         if not isinstance(node, dict) or part not in node:
             raise ModelFolderError(f"{CONFIG_NAME}: missing field '{path}'")
         node = node[part]
-    if kind is not None and not isinstance(node, kind) or (kind is int and isinstance(node, bool)):
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if kind is not None and (not isinstance(node, kind) or (int in kinds and isinstance(node, bool))):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise ModelFolderError(f"{CONFIG_NAME}: field '{path}' must be {names}, got {node!r}")
     return node
 
 
-def _resolve(root: Path, filename) -> Path:
+def _positive_int(d: dict, path: str) -> int:
+    n = _get(d, path, int)
+    if n <= 0:
+        raise ModelFolderError(f"{CONFIG_NAME}: field '{path}' must be > 0, got {n}")
+    return n
+
+
+def _check_pattern(role: str, name: str, pattern: str) -> None:
+    """A per-layer name pattern: exactly one %d and no other % conversion."""
+    try:
+        ok = pattern.count("%d") == 1 and isinstance(pattern % 0, str)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ModelFolderError(
+            f"{CONFIG_NAME}: model.{role} {name} {pattern!r} must contain %d (once, the layer index) and no other "
+            f"% conversion"
+        )
+
+
+def _resolve(root: Path, filename, where: str = "") -> Path:
     if not isinstance(filename, str) or not filename:
-        raise ModelFolderError(f"{CONFIG_NAME}: a filename must be a non-empty string, got {filename!r}")
-    if Path(filename).is_absolute():
-        raise ModelFolderError(f"{CONFIG_NAME}: filename {filename!r} is absolute; only paths inside {root} are accepted")
-    path = (root / filename).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise ModelFolderError(f"{CONFIG_NAME}: filename {filename!r} escapes the model folder {root}")
-    if not path.is_file():
-        raise ModelFolderError(f"{CONFIG_NAME}: file {filename!r} does not exist in {root}")
+        raise ModelFolderError(f"{CONFIG_NAME}: {where}a filename must be a non-empty string, got {filename!r}")
+    try:
+        if Path(filename).is_absolute():
+            raise ModelFolderError(
+                f"{CONFIG_NAME}: {where}filename {filename!r} is absolute; only paths inside {root} are accepted")
+        path = (root / filename).resolve()
+        if not path.is_relative_to(root.resolve()):
+            raise ModelFolderError(f"{CONFIG_NAME}: {where}filename {filename!r} escapes the model folder {root}")
+        if not path.is_file():
+            raise ModelFolderError(f"{CONFIG_NAME}: {where}file {filename!r} does not exist in {root}")
+    except (OSError, ValueError, RuntimeError) as e:  # NUL bytes, names too long, symlink loops
+        if isinstance(e, ModelFolderError):
+            raise
+        raise ModelFolderError(f"{CONFIG_NAME}: {where}filename {filename!r} is not a usable path: {e}") from None
     return path
 
 
 def _component(root: Path, cfg: dict, role: str, required_inputs, required_outputs) -> Component:
     sec = _get(cfg, f"model.{role}", dict)
-    path = _resolve(root, _get(cfg, f"model.{role}.filename", str))
+    path = _resolve(root, _get(cfg, f"model.{role}.filename", str), f"model.{role}.")
+    for key in ("inputs", "outputs"):
+        if key in sec:
+            _get(cfg, f"model.{role}.{key}", dict)
     inputs = dict(sec.get("inputs", {}))
     outputs = dict(sec.get("outputs", {}))
     for k in required_inputs:
@@ -167,7 +198,7 @@ def _load(root: Path) -> ModelFolder:
         raise ModelFolderError(f"{root} has no {CONFIG_NAME}")
     try:
         cfg = json.loads(cfg_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ModelFolderError(f"{cfg_path} is not valid JSON: {e}") from None
     if not isinstance(cfg, dict):
         raise ModelFolderError(f"{CONFIG_NAME}: top level must be an object")
@@ -177,13 +208,9 @@ def _load(root: Path) -> ModelFolder:
         _get(cfg, f"model.decoder.inputs.{key}", str)
     for key in ("present_key_names", "present_value_names"):
         _get(cfg, f"model.decoder.outputs.{key}", str)
-    n_layers = _get(cfg, "model.decoder.num_hidden_layers", int)
-    if n_layers <= 0:
-        raise ModelFolderError(f"{CONFIG_NAME}: model.decoder.num_hidden_layers must be > 0, got {n_layers}")
+    n_layers = _positive_int(cfg, "model.decoder.num_hidden_layers")
     for name in ("past_key_names", "past_value_names", "present_key_names", "present_value_names"):
-        pattern = (dec.inputs | dec.outputs)[name]
-        if "%d" not in pattern:
-            raise ModelFolderError(f"{CONFIG_NAME}: model.decoder {name} {pattern!r} must contain %d")
+        _check_pattern("decoder", name, (dec.inputs | dec.outputs)[name])
     sig = dec.signature
     drive = "embeds" if "inputs_embeds" in dec.inputs and dec.inputs["inputs_embeds"] in sig.inputs else "ids"
     dec.inputs.setdefault("input_ids", "input_ids")
@@ -191,21 +218,48 @@ def _load(root: Path) -> ModelFolder:
     _require(dec, [lead, dec.inputs["attention_mask"]], "input")
     if "position_ids" in dec.inputs and dec.inputs["position_ids"] not in sig.inputs:
         dec.inputs.pop("position_ids")  # genai treats position_ids as optional too
-    _require(dec, [dec.inputs["past_key_names"] % i for i in range(n_layers)]
-             + [dec.inputs["past_value_names"] % i for i in range(n_layers)], "input")
-    _require(dec, [dec.outputs["logits"]] + [dec.outputs["present_key_names"] % i for i in range(n_layers)]
-             + [dec.outputs["present_value_names"] % i for i in range(n_layers)], "output")
-    share = bool(cfg.get("search", {}).get("past_present_share_buffer", False))
+    # per layer, lazily: a huge num_hidden_layers fails at the first missing name, not in a giant list
+    pk, pv = dec.inputs["past_key_names"], dec.inputs["past_value_names"]
+    nk, nv = dec.outputs["present_key_names"], dec.outputs["present_value_names"]
+    _require(dec, (p % i for i in range(n_layers) for p in (pk, pv)), "input")
+    _require(dec, itertools.chain([dec.outputs["logits"]], (p % i for i in range(n_layers) for p in (nk, nv))),
+             "output")
+    if pk % n_layers in sig.inputs:  # the file has more layers than the config says: they would be unbound
+        raise ModelFolderError(
+            f"{CONFIG_NAME}: model.decoder.num_hidden_layers is {n_layers} but {dec.path.name} also has input "
+            f"{pk % n_layers!r}"
+        )
+    search = cfg.get("search", {})
+    if not isinstance(search, dict):
+        raise ModelFolderError(f"{CONFIG_NAME}: field 'search' must be an object, got {search!r}")
+    share = bool(search.get("past_present_share_buffer", False))
     layout = "shared" if share and "GroupQueryAttention" in sig.ops else "concat"
     kv_dtype, _ = sig.inputs[dec.inputs["past_key_names"] % 0]
     info = DecoderInfo(
         num_layers=n_layers,
-        num_heads=_get(cfg, "model.decoder.num_attention_heads", int),
-        num_kv_heads=_get(cfg, "model.decoder.num_key_value_heads", int),
-        head_size=_get(cfg, "model.decoder.head_size", int),
-        hidden_size=_get(cfg, "model.decoder.hidden_size", int),
+        num_heads=_positive_int(cfg, "model.decoder.num_attention_heads"),
+        num_kv_heads=_positive_int(cfg, "model.decoder.num_key_value_heads"),
+        head_size=_positive_int(cfg, "model.decoder.head_size"),
+        hidden_size=_positive_int(cfg, "model.decoder.hidden_size"),
         drive=drive, kv_layout=layout, dtype=kv_dtype,
     )
+    vocab_size = _positive_int(cfg, "model.vocab_size")
+    # the sizes the decoders allocate must agree with the shapes the ONNX file declares (where it fixes them)
+    _, kv_shape = sig.inputs[pk % 0]
+    _, logits_shape = sig.outputs[dec.outputs["logits"]]
+    _, x_shape = sig.inputs[lead]
+    for field_name, value, shape, axis in [
+        ("num_key_value_heads", info.num_kv_heads, kv_shape, 1),
+        ("head_size", info.head_size, kv_shape, 3),
+        ("vocab_size", vocab_size, logits_shape, -1),
+        ("hidden_size", info.hidden_size, x_shape if drive == "embeds" else (), -1),
+    ]:
+        declared = shape[axis] if len(shape) > max(axis, -axis - 1) else None
+        if isinstance(declared, int) and declared > 0 and declared != value:
+            raise ModelFolderError(
+                f"{CONFIG_NAME}: {field_name} is {value} but {dec.path.name} declares {declared} "
+                f"(shape {list(shape)})"
+            )
     vision = embedding = None
     if "vision" in cfg["model"] or "embedding" in cfg["model"]:
         vision = _component(root, cfg, "vision", ["pixel_values"], ["image_features"])
@@ -218,19 +272,19 @@ def _load(root: Path) -> ModelFolder:
         raise ModelFolderError(f"{CONFIG_NAME}: the decoder takes inputs_embeds but there is no model.embedding section")
     eos = _get(cfg, "model.eos_token_id", (int, list))
     eos = tuple(eos) if isinstance(eos, list) else (eos,)
-    if not all(isinstance(e, int) for e in eos):
+    if not all(isinstance(e, int) and not isinstance(e, bool) for e in eos):
         raise ModelFolderError(f"{CONFIG_NAME}: model.eos_token_id must be an int or a list of ints")
-    max_length = cfg.get("search", {}).get("max_length", None)
+    max_length = search.get("max_length", None)
     if max_length is None:
         max_length = _get(cfg, "model.context_length", int)
     if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length <= 0:
         raise ModelFolderError(f"{CONFIG_NAME}: search.max_length must be a positive int, got {max_length!r}")
     image_token = cfg["model"].get("image_token_id")
-    if vision is not None and not isinstance(image_token, int):
+    if vision is not None and (not isinstance(image_token, int) or isinstance(image_token, bool)):
         raise ModelFolderError(f"{CONFIG_NAME}: model.image_token_id (int) is required with a vision section")
     return ModelFolder(
         root=root, model_type=model_type, decoder=dec, info=info, vision=vision, embedding=embedding,
         max_length=max_length, bos_token_id=_get(cfg, "model.bos_token_id", int), eos_token_ids=eos,
         pad_token_id=_get(cfg, "model.pad_token_id", int), image_token_id=image_token,
-        vocab_size=_get(cfg, "model.vocab_size", int), raw=cfg,
+        vocab_size=vocab_size, raw=cfg,
     )

@@ -25,7 +25,7 @@ import numpy as np
 from .devices import Device, parse_device
 from .modelfolder import ModelFolder
 from .processor import Processor
-from .sampling import Sampler, SamplingParams, check_finite
+from .sampling import Sampler, SamplingParams
 from .sessions import make_session
 from .transfers import Transfers
 
@@ -227,8 +227,8 @@ class Pipeline:
 
     @staticmethod
     def decode_one_token(logits: np.ndarray, sampler: Sampler, step: int) -> int:
-        check_finite(logits[None], step)
-        return int(sampler(logits[None])[0])
+        """Sample one token from logits [V]; NaN/+inf raise NonFiniteLogitsError naming the step."""
+        return int(sampler(logits[None], step)[0])
 
 
 def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, max_length: int | None = None,

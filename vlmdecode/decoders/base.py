@@ -176,4 +176,5 @@ class BoundDecoder:
         return self._read_logits(self.logits_step)
 
     def _read_logits(self, buf: Buffer, offset: int = 0) -> np.ndarray:
-        return self.transfers.download(buf, "logits", count=self.vocab, offset=offset)
+        # float32 on the host: numpy's float16 argmax/isfinite are ~10x slower (1.3 ms at V=262144)
+        return self.transfers.download(buf, "logits", count=self.vocab, offset=offset).astype(np.float32, copy=False)
