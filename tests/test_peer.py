@@ -42,7 +42,7 @@ TEXT_PROMPT = [BOS_ID, START_OF_TURN_ID] + _byte_ids(b"hello wor")
 
 @pytest.fixture(scope="module", params=["gqa", "onnx"])
 def folder(request, tmp_path_factory):
-    cfg = preset("tiny", attention=request.param)
+    cfg = preset("tiny", attention=request.param, seed=0)  # seed 0: its text trajectory reaches <eos>
     assert cfg.n_image_tokens == 4
     return build_fixture(cfg, tmp_path_factory.mktemp(f"peer_{request.param}")), cfg
 

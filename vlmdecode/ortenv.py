@@ -35,6 +35,8 @@ def check_single_onnxruntime(found: list[tuple[str, str]] | None = None) -> str 
     overwrite each other; the first on sys.path is imported and sessions.make_session checks it.
     """
     found = installed_ort_distributions() if found is None else found
+    # plain names (the pre-directory form) are taken to share one site directory
+    found = [(f, "") if isinstance(f, str) else tuple(f) for f in found]
     dirs = [d for _, d in found]
     if len(set(dirs)) < len(dirs):
         raise OnnxruntimeInstallError(

@@ -90,6 +90,7 @@ class Pipeline:
         """pixel_values -> image_features, once per distinct image (counted in `vision_runs`)."""
         if self.folder.vision is None:
             raise ValueError(f"{self.folder.root} has no vision component; pass image=None")
+        self._need_processor()
         px = self.processor.preprocess([image], dtype=self.dtype)
         key = hashlib.sha256(px.tobytes()).hexdigest()
         if key not in self._features:
@@ -106,11 +107,19 @@ class Pipeline:
         return sess.run([e.outputs["inputs_embeds"]], {e.inputs["input_ids"]: input_ids,
                                                         e.inputs["image_features"]: feats})[0]
 
-    def token_input(self, token: int) -> np.ndarray:
+    def token_input(self, token: int, step: int | None = None) -> np.ndarray:
         """The decoder's next host input for `token`: its embedding [1,1,H], or [[token]]."""
         ids = np.array([[token]], np.int64)
         if self.folder.info.drive == "ids":
             return ids
+        if token == self.folder.image_token_id:
+            # the embedding model replaces image soft tokens by image feature rows; a generated one has none
+            # (onnxruntime would fail inside the embedding graph, as onnxruntime-genai does)
+            at = "" if step is None else f"at step {step} "
+            raise ValueError(
+                f"the model generated the image soft token (id {token}) {at}and the embedding model cannot "
+                f"embed it without image features; pass stop=[{token}, ...] to end generation there"
+            )
         return self.embed(ids, None, session=self.embedding_host)
 
     def _check_length(self, prompt_len: int, max_new_tokens: int) -> None:
@@ -121,8 +130,16 @@ class Pipeline:
                 f"exceeds max_length {limit} of {self.folder.root.name}"
             )
 
+    def _need_processor(self) -> None:
+        if self.processor is None:
+            raise ValueError(
+                f"{self.folder.root} has no tokenizer.json, so prompts and images cannot be processed; "
+                "pass inputs_embeds to generate_from_embeds instead"
+            )
+
     def prepare(self, prompt: str, image=None, chat_template: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids [1,S], first decoder input: inputs_embeds [1,S,H] or input_ids)."""
+        self._need_processor()
         ids = self.processor.encode_prompt(prompt, 1 if image is not None else 0, chat_template)
         feats = None if image is None else self.image_features(image)
         if self.folder.image_token_id is not None:
@@ -201,7 +218,10 @@ class Pipeline:
         for step, token in enumerate(tokens):
             now = time.perf_counter()
             b = self.transfers.steps[-1] if self.transfers.steps else None
-            yield StepRecord(step, token, detok.put(token) if detok else "", now - last,
+            final = token in stop or step + 1 == max_new_tokens
+            # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
+            text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
+            yield StepRecord(step, token, text, now - last,
                              b.h2d if b else 0, b.d2h if b else 0, b.kv if b else 0, self.decoder.position)
             last = now
             if token in stop:
@@ -220,7 +240,7 @@ class Pipeline:
                 if step + 1 == max_new_tokens:
                     return
                 self.transfers.begin(step + 1)
-                logits = self.decoder.step(self.token_input(token))
+                logits = self.decoder.step(self.token_input(token, step))
         finally:
             self.transfers.end()
             self.decoder.end_generation()
@@ -243,6 +263,9 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
     folder = ModelFolder.load(model_dir)
     processor = Processor.load(model_dir) if (folder.root / "tokenizer.json").is_file() else None
     if device.is_cuda:
+        from .sessions import check_cuda
+
+        check_cuda(device)  # before anything else: no CUDA means CudaUnavailableError, never a CPU fallback
         from .decoders.cuda import CudaDecoder, check_mode
 
         mode = check_mode(mode or "graph", folder)

@@ -29,12 +29,23 @@ class DecoderError(RuntimeError):
 
 
 class BoundDecoder:
+    # True: decode steps bind the whole [1, max_length] mask (capture-safe, CUDA). False: bind the
+    # [1, t+1] prefix of the same buffer (no copy), so CPU GroupQueryAttention, whose work follows
+    # total_sequence_length = mask.shape[1], attends over t+1 keys instead of max_length.
+    static_mask = True
+
     def __init__(self, folder: ModelFolder, session, device: Device, transfers: Transfers | None = None,
                  max_length: int | None = None):
         self.folder, self.session, self.device = folder, session, device
         self.transfers = transfers if transfers is not None else Transfers()
         info, dec = folder.info, folder.decoder
         self.info = info
+        if max_length is not None:
+            ctx = folder.raw.get("model", {}).get("context_length")
+            limit = max(folder.max_length, ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else 0)
+            if not isinstance(max_length, int) or isinstance(max_length, bool) or not 1 < max_length <= limit:
+                raise ValueError(f"max_length={max_length!r} must be an int in [2, {limit}] (the model's context "
+                                 f"length, from {folder.root.name}/genai_config.json)")
         self.max_length = max_length or folder.max_length
         self.dtype = np.dtype(info.dtype)
         self.vocab = folder.vocab_size
@@ -161,8 +172,9 @@ class BoundDecoder:
     def run_step(self) -> None:
         """Run one decode step over the bound buffers and advance the position."""
         t = self.kv.position
-        if isinstance(self.kv, ConcatKV):
+        if isinstance(self.kv, ConcatKV) or not self.static_mask:
             self.mask.bind_input(self.io_step, self.name_mask, shape=(1, t + 1))
+        if isinstance(self.kv, ConcatKV):
             self.kv.bind(self.io_step, self.past_names, self.present_names)
         self.session.run_with_iobinding(self.io_step, self.run_options)
         if isinstance(self.kv, ConcatKV):

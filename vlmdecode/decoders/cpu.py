@@ -12,6 +12,7 @@ from .base import BoundDecoder
 
 class CpuDecoder(BoundDecoder):
     mode = "cpu"
+    static_mask = False  # see BoundDecoder.static_mask: CPU GQA cost follows the mask length
 
     def __init__(self, folder, session, transfers=None, max_length=None):
         super().__init__(folder, session, Device("cpu"), transfers, max_length)

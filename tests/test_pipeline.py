@@ -1,0 +1,456 @@
+"""vlmdecode.load(...).generate on CPU: parity, residency, caching, streaming, sampling and errors.
+
+Parity: greedy tokens equal the float64 `Reference` (vision -> embed -> decode loop feeding each
+greedy token's embedding) and onnxruntime-genai on the same ONNX files, for both decoder variants
+(gqa: shared fixed KV buffer; onnx: Concat-grown KV), with an image and text-only; the text/
+token-id decoder equals the embeds decoder; the naive session.run loop gives the same tokens.
+Residency: the KV buffers keep their addresses for a whole generation, onnxruntime's present
+outputs are those buffers, and a decode step moves exactly the embedding + position + mask slot in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import pytest
+
+import vlmdecode
+from vlmdecode.decoders.base import DecoderError
+from vlmdecode.decoders.buffers import allocate
+from vlmdecode.decoders.naive import naive_decode
+from vlmdecode.fixture import build_fixture, preset
+from vlmdecode.fixture.config import IMAGE_TOKEN_ID
+from vlmdecode.ortenv import OnnxruntimeInstallError, check_single_onnxruntime, installed_ort_distributions
+from vlmdecode.peer import genai_available, genai_greedy
+from vlmdecode.processor import ProcessorError, demo_image
+from vlmdecode.reference import Reference
+from vlmdecode.sampling import NonFiniteLogitsError
+from vlmdecode.sessions import CudaUnavailableError, make_session
+from vlmdecode.transfers import Transfers
+
+PROMPT = "Describe the image."
+N = 24
+TINY = preset("tiny")
+H, V = TINY.hidden_size, TINY.vocab_size
+STEP_H2D = H * 4 + 16  # fp32 embedding [1,1,H] + position_ids (8) + one mask slot (8)
+VARIANTS = ["gqa", "onnx"]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    return {a: build_fixture(preset("tiny", attention=a), root / a) for a in VARIANTS}
+
+
+@pytest.fixture(scope="module")
+def pipes(folders):
+    """Pipelines loaded once per module: pipes[variant] (VLM) and pipes[variant + '/text'] (token ids)."""
+    out = {}
+    for a, f in folders.items():
+        out[a] = vlmdecode.load(f, "cpu")
+        out[a + "/text"] = vlmdecode.load(f / "text", "cpu")
+    return out
+
+
+@pytest.fixture(scope="module")
+def image():
+    return demo_image(32)
+
+
+def run(pipe, prompt=PROMPT, image=None, n=N, stop=(), **kw):
+    return pipe.generate(prompt, image=image, max_new_tokens=n, stop=stop, **kw)
+
+
+def reference_tokens(folder, pipe, prompt, image, n) -> list[int]:
+    """float64: vision -> embed -> prefill, then feed each greedy token's embedding back."""
+    ids, _ = pipe.prepare(prompt, image)
+    ref = Reference.load(folder)
+    feats = None if image is None else ref.vision(pipe.processor.preprocess([image]))
+    cache = ref.new_cache()
+    logits = ref.decode(ref.embed(ids, feats), cache)[0, -1]
+    tokens = []
+    for t in range(n):
+        tokens.append(int(np.argmax(logits)))
+        if t + 1 < n:
+            logits = ref.decode(ref.embed(np.array([[tokens[-1]]])), cache)[0, -1]
+    return tokens
+
+
+# ---- parity -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("with_image", [True, False], ids=["image", "text"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_greedy_matches_float64_reference(folders, pipes, image, variant, with_image):
+    img = image if with_image else None
+    r = run(pipes[variant], image=img)
+    assert len(r.tokens) == N
+    assert r.tokens == reference_tokens(folders[variant], pipes[variant], PROMPT, img, N)
+
+
+@pytest.mark.skipif(not genai_available(), reason="onnxruntime-genai is not installed")
+@pytest.mark.parametrize("with_image", [True, False], ids=["image", "text"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_greedy_matches_genai(folders, pipes, image, variant, with_image):
+    pipe = pipes[variant]
+    img = image if with_image else None
+    ids, _ = pipe.prepare(PROMPT, img)
+    px = pipe.processor.preprocess([image]) if with_image else None
+    peer = genai_greedy(folders[variant], ids, N, pixel_values=px)
+    assert not peer.finished_early
+    assert run(pipe, image=img).tokens == peer.tokens
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("chat_template", [True, False])
+def test_text_folder_equals_embeds_pipeline(pipes, variant, chat_template):
+    vlm, text = pipes[variant], pipes[variant + "/text"]
+    assert text.folder.info.drive == "ids" and vlm.folder.info.drive == "embeds"
+    ids_v, _ = vlm.prepare("hello wor", chat_template=chat_template)
+    ids_t, x_t = text.prepare("hello wor", chat_template=chat_template)
+    np.testing.assert_array_equal(ids_v, ids_t)
+    np.testing.assert_array_equal(x_t, ids_t)  # the token-id decoder takes the ids themselves
+    a = run(vlm, "hello wor", chat_template=chat_template)
+    b = run(text, "hello wor", chat_template=chat_template)
+    assert a.tokens == b.tokens and a.text == b.text
+    # the id decoder's step moves one int64 id + position + mask slot
+    assert all(s.h2d_bytes == 8 + 16 and s.kv_bytes == 0 for s in b.steps[1:])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_naive_loop_same_tokens_but_moves_kv(folders, pipes, image, variant):
+    pipe = pipes[variant]
+    ours = run(pipe, image=image).tokens
+    _, x = pipe.prepare(PROMPT, image)
+    transfers = Transfers()
+    session = make_session(pipe.folder.decoder.path, "cpu")
+    got = [tok for tok, _ in naive_decode(pipe.folder, session, x, pipe.token_input, N - 1, transfers)]
+    assert got == ours
+    kv = [s.kv for s in transfers.steps]
+    assert len(kv) == N and all(b > 0 for b in kv)
+    if variant == "onnx":  # the Concat cache grows: every step sends and receives more
+        assert all(b2 > b1 for b1, b2 in zip(kv[1:], kv[2:]))
+    else:  # the whole fixed [1, kvh, max_length, D] buffer travels both ways, every step
+        per_way = 2 * TINY.num_layers * TINY.num_kv_heads * TINY.max_length * TINY.head_dim * 4
+        assert kv[1:] == [2 * per_way] * (N - 1)
+
+
+# ---- residency -------------------------------------------------------------------------------------------
+def test_kv_resident_gqa(folders, image, monkeypatch):
+    pipe = vlmdecode.load(folders["gqa"], "cpu")
+    dec = pipe.decoder
+    seen = {}
+    real_prefill = dec.prefill
+
+    def prefill(x):
+        out = real_prefill(x)
+        seen["prefill"] = dec.kv.pointers()
+        return out
+
+    monkeypatch.setattr(dec, "prefill", prefill)
+    r = run(pipe, image=image)
+    assert seen["prefill"] == dec.kv.pointers()  # same buffers from prefill to the last step
+    assert len(set(seen["prefill"])) == 2 * TINY.num_layers
+    dec.check_kv_outputs(dec.io_step)  # ORT's present outputs ARE our buffers, after a step
+    outs = dec.io_step.get_outputs()
+    interleaved = [b.ptr for kv in zip(dec.kv.keys, dec.kv.values) for b in kv]  # k0, v0, k1, ...
+    assert [o.data_ptr() for o in outs[1:]] == interleaved and sorted(interleaved) == sorted(dec.kv.pointers())
+    # ORT wrote the rows in place: rows [0, position) hold keys, the rest of the buffer is untouched
+    pos = r.prompt_tokens + N - 1
+    assert dec.position == pos
+    k0 = dec.kv.keys[0].array
+    assert np.all(np.abs(k0[0, :, :pos]).sum(-1) > 0) and not k0[0, :, pos:].any()
+    for s in r.steps:
+        assert s.kv_bytes == 0
+    for i, s in enumerate(r.steps[1:], 1):
+        assert s.h2d_bytes == STEP_H2D and s.d2h_bytes == V * 4 and s.position == r.prompt_tokens + i
+    assert r.steps[0].position == r.prompt_tokens
+    # the guard fires when an output is not our buffer
+    other = allocate(dec.kv.keys[0].shape, np.float32, dec.device)
+    monkeypatch.setattr(dec.kv, "keys", [other] + dec.kv.keys[1:])
+    with pytest.raises(DecoderError, match="round-trip"):
+        dec.check_kv_outputs(dec.io_step)
+
+
+def test_kv_resident_onnx(pipes, image):
+    pipe = pipes["onnx"]
+    r = run(pipe, image=image)
+    assert pipe.decoder.kv.layout == "concat"
+    assert all(s.kv_bytes == 0 for s in r.steps)
+    assert all(s.h2d_bytes == STEP_H2D and s.d2h_bytes == V * 4 for s in r.steps[1:])
+    # the presents onnxruntime returned are the cache, grown to the position, on the CPU device
+    for ov in pipe.decoder.kv.values_ov:
+        assert ov.device_name().lower() == "cpu" and ov.shape()[2] == r.prompt_tokens + N - 1
+
+
+# ---- image features cache ------------------------------------------------------------------------------
+def test_image_features_cached(folders, image):
+    pipe = vlmdecode.load(folders["gqa"], "cpu")
+    a = run(pipe, image=image, n=4)
+    b = run(pipe, "Another question?", image=demo_image(32), n=4)  # equal pixels, new object
+    assert pipe.vision_runs == 1
+    c = run(pipe, image=demo_image(32, seed=1), n=4)
+    assert pipe.vision_runs == 2
+    assert run(pipe, image=image, n=4).tokens == a.tokens and pipe.vision_runs == 2
+    assert a.tokens != c.tokens or b.tokens != c.tokens  # the image matters
+    run(pipe, n=2)  # text only: no vision run
+    assert pipe.vision_runs == 2
+
+
+# ---- stream, results, embeds ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 2, 3, 5, N])
+def test_stream_equals_generate(pipes, image, n):
+    pipe = pipes["gqa"]
+    recs = list(pipe.stream(PROMPT, image=image, max_new_tokens=n, stop=()))
+    r = run(pipe, image=image, n=n)
+    assert [s.token for s in recs] == r.tokens
+    assert "".join(s.text for s in recs) == r.text
+    assert [s.step for s in recs] == list(range(n))
+
+
+def test_stop_tokens(folders):
+    pipe = vlmdecode.load(folders["gqa"], "cpu")
+    full = run(pipe)
+    tok = full.tokens[N // 2]
+    cut = full.tokens[: full.tokens.index(tok) + 1]
+    assert run(pipe, stop=[tok]).tokens == cut
+    recs = list(pipe.stream(PROMPT, max_new_tokens=N, stop={tok}))
+    assert [s.token for s in recs] == cut and "".join(s.text for s in recs) == pipe.processor.decode(cut)
+    # the default stop set is the model's eos ids
+    assert not set(full.tokens) & set(pipe.folder.eos_token_ids)
+    pipe.folder = dataclasses.replace(pipe.folder, eos_token_ids=(tok,))
+    assert pipe.generate(PROMPT, max_new_tokens=N).tokens == cut
+    assert pipe.generate(PROMPT, max_new_tokens=N, stop=None).tokens == cut
+
+
+def test_result_fields(pipes, image):
+    r = run(pipes["gqa"], image=image)
+    assert r.mode == "resident" and r.device == "cpu" and r.counters == {}
+    assert r.prompt_tokens == pipes["gqa"].prepare(PROMPT, image)[0].shape[1]
+    assert r.ttft_seconds > 0 and len(r.decode_seconds) == N - 1 and all(s >= 0 for s in r.decode_seconds)
+    df = r.frame()
+    assert list(df["token"]) == r.tokens and set(df.columns) >= {"h2d_bytes", "kv_bytes", "position"}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generate_from_embeds(pipes, image, variant):
+    pipe = pipes[variant]
+    _, x = pipe.prepare(PROMPT, image)
+    a = pipe.generate_from_embeds(x, max_new_tokens=N, stop=())
+    b = run(pipe, image=image)
+    assert a.tokens == b.tokens and a.text == b.text and a.prompt_tokens == b.prompt_tokens
+    assert pipe.generate_from_embeds(x.astype(np.float64), max_new_tokens=4, stop=()).tokens == b.tokens[:4]
+
+
+@pytest.mark.parametrize("shape", [(5, H), (1, 5, H + 1), (2, 5, H), (1, 0, H), (1, 5, H, 1)])
+def test_generate_from_embeds_bad_shape(pipes, shape):
+    with pytest.raises(ValueError, match="inputs_embeds must have shape"):
+        pipes["gqa"].generate_from_embeds(np.zeros(shape, np.float32))
+
+
+def test_generate_from_embeds_needs_embeds_decoder(pipes):
+    with pytest.raises(ValueError, match="input_ids"):
+        pipes["gqa/text"].generate_from_embeds(np.zeros((1, 3, H), np.float32))
+
+
+# ---- sampling ------------------------------------------------------------------------------------------
+def test_sampling_params_flow_through(pipes, image):
+    pipe = pipes["gqa"]
+    # sampled runs use the image soft token as a stop: the embedding model cannot embed a generated one
+    run = functools.partial(globals()["run"], stop=[IMAGE_TOKEN_ID])
+    greedy = run(pipe, image=image).tokens
+    s1 = run(pipe, image=image, do_sample=True, seed=1).tokens
+    assert s1 == run(pipe, image=image, do_sample=True, seed=1).tokens  # reproducible
+    others = [run(pipe, image=image, do_sample=True, seed=s).tokens for s in range(2, 6)]
+    assert any(o != s1 for o in others)  # different seeds usually differ
+    assert any(o != greedy for o in [s1] + others)
+    # filters reach the sampler: top_k=1 or a tiny temperature is greedy whatever the seed
+    assert run(pipe, image=image, do_sample=True, seed=3, top_k=1).tokens == greedy
+    assert run(pipe, image=image, do_sample=True, seed=3, temperature=1e-4).tokens == greedy
+    assert run(pipe, image=image, do_sample=True, seed=3, top_p=1e-9).tokens == greedy
+    text = pipes["gqa/text"]  # near-uniform sampling: the token-id model takes any token
+    hot = [run(text, do_sample=True, seed=s, temperature=50.0, stop=()).tokens for s in range(3)]
+    assert len({tuple(h) for h in hot}) == 3
+    # stream takes the same parameters
+    st = [s.token for s in pipe.stream(PROMPT, image=image, max_new_tokens=N, do_sample=True, seed=1,
+                                       stop=[IMAGE_TOKEN_ID])]
+    assert st == s1
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=0.0), dict(top_k=-1), dict(top_p=0.0), dict(min_p=1.0),
+                                dict(seed=-1), dict(do_sample=1)])
+def test_bad_sampling_params(pipes, kw):
+    with pytest.raises(ValueError):
+        run(pipes["gqa"], n=2, **kw)
+
+
+# ---- errors --------------------------------------------------------------------------------------------
+def test_too_long_for_max_length(pipes, image):
+    pipe = pipes["gqa"]
+    text = pipes["gqa/text"]
+    S = pipe.prepare(PROMPT, image)[0].shape[1]
+    with pytest.raises(ValueError, match="max_length 256"):
+        run(pipe, image=image, n=10_000)
+    with pytest.raises(ValueError, match="max_length"):
+        run(pipe, image=image, n=256 - S + 1)
+    with pytest.raises(ValueError, match="max_length"):
+        next(pipe.stream(PROMPT, image=image, max_new_tokens=10_000))
+    with pytest.raises(ValueError, match="max_length"):
+        pipe.generate_from_embeds(np.zeros((1, 250, H), np.float32), max_new_tokens=10)
+    S = text.prepare(PROMPT)[0].shape[1]
+    with pytest.raises(ValueError, match="max_length 256"):
+        run(text, n=256 - S + 1)
+    r = run(text, n=256 - S)  # exactly fills the cache (token ids: any generated token can be fed back)
+    assert len(r.tokens) == 256 - S and text.decoder.position == 255
+
+
+def test_max_new_tokens_must_be_positive(pipes):
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        run(pipes["gqa"], n=0)
+
+
+def test_load_max_length(folders, image):
+    small = vlmdecode.load(folders["gqa"], "cpu", max_length=64)
+    assert small.decoder.max_length == 64 and small.decoder.kv.keys[0].shape[2] == 64
+    S = small.prepare(PROMPT, image)[0].shape[1]
+    with pytest.raises(ValueError, match="max_length 64"):
+        run(small, image=image, n=64 - S + 1)
+    full = vlmdecode.load(folders["gqa"], "cpu")
+    assert run(small, image=image, n=64 - S).tokens == run(full, image=image, n=64 - S).tokens
+    for bad in (300, 0, 1, -5, 2.5):
+        with pytest.raises(ValueError, match="max_length"):
+            vlmdecode.load(folders["gqa"], "cpu", max_length=bad)
+
+
+def test_image_tokens_must_match_features(pipes, image, monkeypatch):
+    pipe = pipes["gqa"]
+    with pytest.raises(ProcessorError, match="placeholder"):
+        run(pipe, "<start_of_image> and <start_of_image>", image=image, n=2)
+    with pytest.raises(ProcessorError, match="placeholder"):
+        run(pipe, "<start_of_image> but no image", n=2)
+    with pytest.raises(ProcessorError, match="image soft token"):
+        run(pipe, "<image_soft_token>", n=2)
+    # features that do not line up with the prompt's soft tokens (a vision model with another count)
+    feats = pipe.image_features(image)
+    monkeypatch.setattr(pipe, "image_features", lambda img: feats[:3])
+    with pytest.raises(ProcessorError, match="image tokens"):
+        run(pipe, image=image, n=2)
+
+
+@pytest.mark.parametrize("where", ["step", "prefill"])
+def test_nan_logits(folders, image, monkeypatch, where):
+    pipe = vlmdecode.load(folders["gqa"], "cpu")
+    good = run(pipe, image=image, n=6).tokens
+    real = getattr(pipe.decoder, where)
+
+    def poisoned(x):
+        out = real(x)
+        return np.full_like(out, np.nan)
+
+    monkeypatch.setattr(pipe.decoder, where, poisoned)
+    step = 1 if where == "step" else 0
+    with pytest.raises(NonFiniteLogitsError, match=f"step {step}") as e:
+        run(pipe, image=image, n=6)
+    assert e.value.step == step
+    with pytest.raises(NonFiniteLogitsError, match=f"step {step}"):
+        list(pipe.stream(PROMPT, image=image, max_new_tokens=6))
+    monkeypatch.undo()
+    assert run(pipe, image=image, n=6).tokens == good  # the pipeline recovers
+
+
+def test_bad_images(pipes, image, tmp_path):
+    pipe = pipes["gqa"]
+    with pytest.raises(ProcessorError, match="32x32"):
+        run(pipe, image=demo_image(16), n=2)
+    with pytest.raises(ProcessorError, match="RGB"):
+        run(pipe, image=image.convert("L"), n=2)
+    with pytest.raises(ProcessorError, match="RGB"):
+        run(pipe, image=image.convert("RGBA"), n=2)
+    with pytest.raises(ProcessorError, match="does not exist"):
+        run(pipe, image=tmp_path / "missing.png", n=2)
+    (tmp_path / "junk.png").write_bytes(b"not a png")
+    with pytest.raises(ProcessorError, match="junk.png"):
+        run(pipe, image=tmp_path / "junk.png", n=2)
+    image.save(tmp_path / "ok.png")
+    assert run(pipe, image=tmp_path / "ok.png", n=4).tokens == run(pipe, image=image, n=4).tokens
+    assert run(pipe, image=np.asarray(image), n=4).tokens == run(pipe, image=image, n=4).tokens
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_generated_image_token(folders, image, monkeypatch, variant):
+    """A generated image soft token cannot be embedded without features: a clear error, or stop there."""
+    pipe = vlmdecode.load(folders[variant], "cpu")
+    real = pipe.decoder.prefill
+
+    def prefill(x):
+        out = real(x)
+        out[:] = 0
+        out[IMAGE_TOKEN_ID] = 1
+        return out
+
+    monkeypatch.setattr(pipe.decoder, "prefill", prefill)
+    with pytest.raises(ValueError, match=f"image soft token \\(id {IMAGE_TOKEN_ID}\\) at step 0"):
+        run(pipe, image=image, n=4)
+    assert run(pipe, image=image, n=4, stop=[IMAGE_TOKEN_ID]).tokens == [IMAGE_TOKEN_ID]
+    assert run(pipe, image=image, n=1).tokens == [IMAGE_TOKEN_ID]  # nothing to feed back after the last token
+
+
+def test_image_on_text_model(pipes, image):
+    with pytest.raises(ValueError, match="no vision component"):
+        run(pipes["gqa/text"], image=image, n=2)
+
+
+def test_no_tokenizer(folders, tmp_path):
+    import shutil
+
+    d = tmp_path / "m"
+    shutil.copytree(folders["gqa"], d)
+    (d / "tokenizer.json").unlink()
+    pipe = vlmdecode.load(d, "cpu")
+    assert pipe.processor is None
+    with pytest.raises(ValueError, match="tokenizer.json"):
+        run(pipe, "hi", n=2)
+    with pytest.raises(ValueError, match="tokenizer.json"):
+        run(pipe, "hi", image=demo_image(32), n=2)
+    x = pipe.embed(np.array([[2, 20, 30]]), None)
+    r = pipe.generate_from_embeds(x, max_new_tokens=3, stop=())
+    assert len(r.tokens) == 3 and r.text == "" and all(s.text == "" for s in r.steps)
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager", "device", "bogus"])
+def test_cuda_mode_on_cpu(folders, mode):
+    with pytest.raises(ValueError, match=f"mode '{mode}' is not available on cpu"):
+        vlmdecode.load(folders["gqa"], "cpu", mode)
+    assert vlmdecode.load(folders["gqa"], "cpu", "resident").mode == "resident"
+
+
+@pytest.mark.parametrize("device", ["cudabad", "CPU", "cuda:-1", "gpu", 0])
+def test_bad_device(folders, device):
+    with pytest.raises(ValueError, match="invalid device"):
+        vlmdecode.load(folders["gqa"], device)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:7"])
+def test_cuda_without_gpu_never_falls_back(folders, variant, device):
+    from vlmdecode.devices import cuda_device_count
+    from vlmdecode.sessions import ort
+
+    if "CUDAExecutionProvider" in ort().get_available_providers() and cuda_device_count() > 0:
+        pytest.skip("a CUDA device is available here")
+    with pytest.raises(CudaUnavailableError, match="CUDA"):
+        vlmdecode.load(folders[variant], device)
+
+
+def test_check_single_onnxruntime():
+    for both in (["onnxruntime", "onnxruntime-gpu"], [("onnxruntime", "/site"), ("onnxruntime-gpu", "/site")]):
+        with pytest.raises(OnnxruntimeInstallError, match="pip uninstall -y onnxruntime onnxruntime-gpu") as e:
+            check_single_onnxruntime(both)
+        assert isinstance(e.value, ImportError) and "vlmdecode[cuda]" in str(e.value)
+    # in different site directories they do not overwrite each other: the first is the one imported
+    assert check_single_onnxruntime([("onnxruntime-gpu", "/a"), ("onnxruntime", "/b")]) == "onnxruntime-gpu"
+    assert check_single_onnxruntime(["onnxruntime"]) == "onnxruntime"
+    assert check_single_onnxruntime([]) is None
+    found = installed_ort_distributions()
+    assert check_single_onnxruntime() in [n for n, _ in found] + [None]
+    assert installed_ort_distributions(["surely-not-a-distribution-xyz"]) == []

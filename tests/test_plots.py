@@ -1,0 +1,186 @@
+"""vlmdecode.explore (notebook helpers) and vlmdecode.plots: tables, recorded results, figures."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+import vlmdecode
+from vlmdecode import explore as E
+from vlmdecode import plots as P
+from vlmdecode.cli import ensure_fixture
+from vlmdecode.processor import demo_image
+
+PROMPT = "Describe the image."
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("explore")
+    return {"gqa": ensure_fixture("tiny", "gqa", "fp32", root=root), "onnx": ensure_fixture("tiny", "onnx", "fp32", root=root)}
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def bench():
+    """A recorded-results-like frame, with an errored genai row and a missing floor."""
+    rows = []
+    for ctx in (128, 1024):
+        for mode, ms in (("naive", 50.0), ("eager", 10.0), ("graph", 5.0), ("device", 2.0), ("tokenid-graph", 4.0)):
+            rows.append({"preset": "p", "dtype": "fp16", "device": "cuda:0", "mode": mode, "context": ctx,
+                         "per_token_ms": ms, "floor_ms": 1.0, "h2d_per_step": 100.0, "d2h_per_step": 8.0,
+                         "error": np.nan})
+        rows.append({"preset": "p", "dtype": "fp16", "device": "cuda:0", "mode": "genai-graph", "context": ctx,
+                     "per_token_ms": np.nan, "floor_ms": np.nan, "h2d_per_step": np.nan, "d2h_per_step": np.nan,
+                     "error": "ValueError: boom"})
+    return pd.DataFrame(rows)
+
+
+def test_component_io_and_op_tables(dirs):
+    ct = E.component_table(dirs["gqa"])
+    assert list(ct.index) == ["vision", "embedding", "decoder"]
+    assert {"inputs", "outputs", "nodes", "params", "size_MB"} <= set(ct.columns)
+    assert (ct["params"] > 0).all()
+    io = E.io_table(dirs["gqa"])
+    assert list(io.columns) == ["component", "direction", "name", "dtype", "shape"]
+    dec_in = io[(io.component == "decoder") & (io.direction == "input")]
+    assert "inputs_embeds" in set(dec_in["name"])
+    ops = E.op_counts(dirs["gqa"])
+    assert "com.microsoft:GroupQueryAttention" in ops.index
+    assert (ops["total"] == ops[["vision", "embedding", "decoder"]].sum(axis=1)).all()
+    assert ops["total"].is_monotonic_decreasing
+
+
+def test_load_results_and_ratios(bench, tmp_path):
+    bench.to_csv(tmp_path / "h200_bench_x.csv", index=False)
+    df = E.load_results(root=tmp_path)
+    assert len(df) == len(bench) and (df["source"] == "h200_bench_x.csv").all()
+    assert len(E.ok_results(df)) == 10  # the errored genai rows are dropped
+    r = E.bench_ratios(df)
+    assert list(r.columns) == ["preset", "dtype", "device", "context", "graph/eager", "device/tokenid-graph",
+                               "device/floor"]
+    assert np.allclose(r["graph/eager"], 0.5) and np.allclose(r["device/tokenid-graph"], 0.5)
+    assert np.allclose(r["device/floor"], 2.0)
+    empty = E.load_results(root=tmp_path / "none")
+    assert empty.empty and E.bench_ratios(empty).empty
+
+
+def test_recorded_results_in_repo_load():
+    df = E.load_results()
+    if df.empty:
+        pytest.skip("no recorded results")
+    assert {"preset", "mode", "per_token_ms"} <= set(df.columns)
+    assert not E.ok_results(df)["per_token_ms"].isna().any()
+
+
+def test_gpu_test_log(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("tests/test_cuda.py::test_a PASSED   [ 50%]\ntests/test_cuda.py::test_b FAILED [100%]\n"
+                   "noise\nFAILED tests/test_cuda.py::test_b - AssertionError\n")
+    t = E.gpu_test_log(log)
+    assert t.to_dict("list") == {"file": ["tests/test_cuda.py"] * 2, "test": ["test_a", "test_b"],
+                                 "outcome": ["PASSED", "FAILED"]}
+    assert E.gpu_test_log(tmp_path / "missing.txt").empty
+
+
+def test_gpu_available_is_bool():
+    assert isinstance(E.gpu_available(), bool)
+
+
+def test_predicted_bytes(dirs):
+    from vlmdecode.modelfolder import ModelFolder
+
+    f = ModelFolder.load(dirs["gqa"])
+    H, V = f.info.hidden_size, E.folder_vocab(f)
+    assert E.predicted_bytes(f, "resident", 10) == {"h2d": H * 4 + 16, "d2h": V * 4, "kv": 0}
+    assert E.predicted_bytes(f, "device", 10) == {"h2d": 0, "d2h": 8, "kv": 0}
+    i = f.info
+    row = 2 * i.num_layers * i.num_kv_heads * i.head_size * 4
+    assert E.predicted_bytes(f, "naive", 10)["kv"] == 2 * f.max_length * row
+    o = ModelFolder.load(dirs["onnx"])
+    assert E.predicted_bytes(o, "naive", 10)["kv"] == 10 * row + 11 * row
+    with pytest.raises(ValueError):
+        E.predicted_bytes(f, "bogus", 1)
+
+
+def test_trajectories_parity_and_errors(dirs):
+    pipe = vlmdecode.load(dirs["gqa"], "cpu")
+    img = demo_image(32)
+    t, lg = E.cpu_trajectory(pipe, PROMPT, img, 8)
+    rt, rl = E.reference_trajectory(dirs["gqa"], PROMPT, img, 8)
+    assert t.shape == (8,) and lg.shape == (8, E.folder_vocab(pipe.folder))
+    assert t.tolist() == pipe.generate(PROMPT, image=img, max_new_tokens=8, stop=()).tokens
+    p = E.parity_table(cpu=t, reference=rt, genai=None)
+    assert list(p.columns) == ["step", "cpu", "reference", "equal"]  # None is left out
+    assert p["equal"].all()
+    short = E.parity_table(cpu=t, reference=rt[:5])
+    assert short["equal"].tolist() == [True] * 5 + [False] * 3
+    mt = E.margin_table(dirs["gqa"], PROMPT, img, 8)
+    assert {"step", "token", "margin"} <= set(mt.columns) and mt["token"].tolist() == rt.tolist()
+    g = E.genai_tokens(dirs["gqa"], pipe, PROMPT, img, 8)
+    assert g is None or g == t.tolist()
+    err = E.logit_error(lg, rl)
+    assert list(err.columns) == ["step", "max_abs", "rel"] and (err["rel"] < 1e-4).all()
+    m = E.margins(rl)
+    assert (m["margin"] >= 0).all() and np.allclose(m["margin"], m["top1"] - m["top2"])
+
+
+def test_residency_sweep_matches_prediction(dirs):
+    df = E.residency_sweep(dirs, [8, 40], new_tokens=4)
+    assert len(df) == 8
+    assert (df["h2d_bytes"] == df["pred_h2d"]).all() and (df["d2h_bytes"] == df["pred_d2h"]).all()
+    assert (df[df["mode"] == "resident"]["kv_bytes"] == 0).all()
+    onnx = df[(df.variant == "onnx") & (df["mode"] == "naive")].sort_values("context")
+    assert onnx["kv_bytes"].is_monotonic_increasing
+    assert (df["ms_per_step"] > 0).all()
+
+
+def test_explorer_builds_and_runs(dirs):
+    pytest.importorskip("ipywidgets")
+    box = E.explorer(E.fixture_pipes(dirs["gqa"].parent), image=demo_image(32))
+    assert box.widgets["device"].options == (("cpu", "cuda") if E.gpu_available() else ("cpu",))
+    box.widgets["tokens"].value = 5
+    recs = box.run()
+    assert len(recs) == 5 and box.records is recs
+
+
+def test_summary_stats():
+    assert E.summary_stats([1, 2, 3]) == {"median": 2, "min": 1, "max": 3}
+    assert np.isnan(E.summary_stats([])["median"])
+
+
+def _is_fig(fig):
+    return isinstance(fig, matplotlib.figure.Figure) and all(a.get_title() for a in fig.axes)
+
+
+def test_plots_return_titled_figures(dirs, bench):
+    sweep = E.residency_sweep(dirs, [8, 24], new_tokens=3)
+    m = E.margins(np.random.default_rng(0).normal(size=(6, 20)))
+    err = E.logit_error(np.ones((4, 5)) + 1e-6, np.ones((4, 5)))
+    figs = [P.plot_image(demo_image(32)), P.plot_margins(m, threshold=0.01),
+            P.plot_logit_error({"cpu": err, "genai": None}), P.plot_bytes_vs_context(sweep),
+            P.plot_time_vs_context(sweep), P.plot_recorded_bytes(bench), P.plot_latency_by_mode(bench),
+            P.plot_step_times([5.0, 1.0, 1.1])]
+    assert all(_is_fig(f) for f in figs)
+    assert figs[1].axes[0].get_yscale() == "log" and figs[6].axes[0].get_yscale() == "log"
+    labels = figs[6].axes[0].get_legend_handles_labels()[1]
+    assert "bandwidth floor" in labels and "genai-graph" not in labels and labels.index("eager") < labels.index("graph")
+
+
+def test_plots_handle_empty_inputs():
+    empty = pd.DataFrame(columns=["preset", "mode", "context", "per_token_ms", "error", "floor_ms",
+                                  "h2d_per_step", "d2h_per_step"])
+    for f in (P.plot_latency_by_mode(empty), P.plot_recorded_bytes(empty), P.plot_logit_error({}),
+              P.plot_step_times([]), P.plot_margins(pd.DataFrame(columns=["step", "margin"]))):
+        assert isinstance(f, matplotlib.figure.Figure)
