@@ -26,3 +26,6 @@ case "$1" in
     mv "$OUT/bench.csv" "$OUT/h200_bench_gemma3-1b.csv"; mv "$OUT/bench.json" "$OUT/h200_bench_gemma3-1b.json"
     ;;
 esac
+if [ "$1" = profile ]; then
+  python3 scripts/h200_profile.py 2>&1 | grep -v "plugin EP" | tee "$OUT/h200_profile_log.txt"
+fi

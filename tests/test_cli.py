@@ -83,7 +83,7 @@ def test_demo(monkeypatch, tmp_path, capfd):
 def test_demo_rebuilds_stale_cache(monkeypatch, tmp_path, capfd):
     monkeypatch.setenv("VLMDECODE_CACHE", str(tmp_path))
     folder = build_fixture(preset("tiny", seed=preset("tiny").seed + 1), tmp_path / "tiny-gqa-fp32")
-    rc, out, err = cli(capfd, "demo", "--max-new-tokens", 2)
+    rc, _, err = cli(capfd, "demo", "--max-new-tokens", 2)
     assert rc == 0, err
     assert json.loads((folder / FIXTURE_JSON).read_text())["config"]["seed"] == preset("tiny").seed
 
@@ -107,7 +107,8 @@ def test_build_fixture(tmp_path, capfd):
 def test_build_fixture_into_empty_dir(tmp_path, capfd):
     (tmp_path / "empty").mkdir()
     rc, _, err = cli(capfd, "build-fixture", "--out", tmp_path / "empty")
-    assert rc == 0, err and (tmp_path / "empty" / "genai_config.json").is_file()
+    assert rc == 0, err
+    assert (tmp_path / "empty" / "genai_config.json").is_file()
 
 
 def test_build_fixture_never_replaces_other_files(tmp_path, capfd):
@@ -256,10 +257,14 @@ def test_unknown_preset(tmp_path, capfd):
 def _run(*argv, env_extra=None):
     env = dict(os.environ, **(env_extra or {}))
     return subprocess.run([sys.executable, "-m", "vlmdecode.cli", *map(str, argv)], capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=120, check=False)
 
 
 def test_subprocess(model, pipe, tmp_path):
+    demo = _run("demo", "--max-new-tokens", 3, env_extra={"VLMDECODE_CACHE": str(tmp_path / "cache")})
+    assert demo.returncode == 0, demo.stderr
+    assert "[cpu] 3 tokens: [" in demo.stdout and "time to first token" in demo.stdout
+    assert (tmp_path / "cache" / "tiny-gqa-fp32" / "genai_config.json").is_file()
     p = _run("generate", "--model", model, "--prompt", "hi", "--max-new-tokens", 4)
     assert p.returncode == 0, p.stderr
     assert tokens_line(p.stdout) == pipe.generate("hi", max_new_tokens=4).tokens

@@ -213,3 +213,20 @@ def test_genai_cuda_same_tokens(folders, image):
     ours = p.generate(PROMPT, image=image, max_new_tokens=16, stop=()).tokens
     theirs = peer.genai_greedy(folders["fp16"], ids[0], 16, pixel_values=px, device="cuda", cuda_graph=True)
     assert theirs.tokens[: len(ours)] == ours[: len(theirs.tokens)] and len(theirs.tokens) > 0
+
+
+def test_memory_flat_with_one_graph_per_decoder(folders, image):
+    """The supported way to keep memory flat: one gpu_graph_id for the decoder's lifetime."""
+    p = vlmdecode.load(folders["fp16"], "cuda", "device")
+    p.decoder = CudaDecoder(p.folder, "cuda", "device", graph_per_generation=False)
+    p.transfers = p.decoder.transfers
+    pool = cupy.get_default_memory_pool()
+    free, tokens = {}, set()
+    for n in range(1, 201):
+        tokens.add(tuple(p.generate(PROMPT, image=image, max_new_tokens=8, stop=()).tokens))
+        if n in (10, 200):
+            pool.free_all_blocks()
+            free[n] = cupy.cuda.runtime.memGetInfo()[0]
+    assert len(tokens) == 1  # every generation replays the same graph and gets the same tokens
+    assert p.decoder.counters()["captured"] == 1
+    assert abs(free[10] - free[200]) < 4 << 20, f"moved {(free[10] - free[200]) / 2**20:.1f} MiB"

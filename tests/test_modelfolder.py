@@ -86,7 +86,7 @@ def test_load_vlm_folder(folders, attention, layout):
     assert i.past_names(f.decoder)[2] == ("past_key_values.2.key", "past_key_values.2.value")
     assert i.present_names(f.decoder)[0] == ("present.0.key", "present.0.value")
     assert f.vision.inputs["pixel_values"] == "pixel_values" and f.embedding.outputs["inputs_embeds"] == "inputs_embeds"
-    assert "GroupQueryAttention" in f.decoder.signature.ops if attention == "gqa" else True
+    assert ("GroupQueryAttention" in f.decoder.signature.ops) == (attention == "gqa")
 
 
 def test_load_text_folder(gqa):
@@ -365,7 +365,7 @@ def _mutate(cfg, data):
     op = data.draw(st.sampled_from(["delete", "replace", "filename", "pattern"]))
     key = path[-1]
     if op == "delete":
-        parent.pop(key) if isinstance(parent, dict) else parent.pop(key)
+        parent.pop(key)  # dict key or list index
     elif op == "replace":
         parent[key] = data.draw(json_value)
     elif op == "filename":

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -129,7 +131,7 @@ def test_naive_loop_same_tokens_but_moves_kv(folders, pipes, image, variant):
     kv = [s.kv for s in transfers.steps]
     assert len(kv) == N and all(b > 0 for b in kv)
     if variant == "onnx":  # the Concat cache grows: every step sends and receives more
-        assert all(b2 > b1 for b1, b2 in zip(kv[1:], kv[2:]))
+        assert all(b2 > b1 for b1, b2 in itertools.pairwise(kv[1:]))
     else:  # the whole fixed [1, kvh, max_length, D] buffer travels both ways, every step
         per_way = 2 * TINY.num_layers * TINY.num_kv_heads * TINY.max_length * TINY.head_dim * 4
         assert kv[1:] == [2 * per_way] * (N - 1)
@@ -225,6 +227,11 @@ def test_stop_tokens(folders):
 
 def test_result_fields(pipes, image):
     r = run(pipes["gqa"], image=image)
+    r = run(pipes["gqa"], image=image)
+    # the byte records are per generation (not accumulated over the pipeline's life)
+    table = pipes["gqa"].transfers.table()
+    assert len(table) == N and list(table["kv_bytes"]) == [s.kv_bytes for s in r.steps]
+    assert list(table["h2d_bytes"]) == [s.h2d_bytes for s in r.steps]
     assert r.mode == "resident" and r.device == "cpu" and r.counters == {}
     assert r.prompt_tokens == pipes["gqa"].prepare(PROMPT, image)[0].shape[1]
     assert r.ttft_seconds > 0 and len(r.decode_seconds) == N - 1 and all(s >= 0 for s in r.decode_seconds)
@@ -277,8 +284,8 @@ def test_sampling_params_flow_through(pipes, image):
     assert st == s1
 
 
-@pytest.mark.parametrize("kw", [dict(temperature=0.0), dict(top_k=-1), dict(top_p=0.0), dict(min_p=1.0),
-                                dict(seed=-1), dict(do_sample=1)])
+@pytest.mark.parametrize("kw", [{"temperature": 0.0}, {"top_k": -1}, {"top_p": 0.0}, {"min_p": 1.0},
+                                {"seed": -1}, {"do_sample": 1}])
 def test_bad_sampling_params(pipes, kw):
     with pytest.raises(ValueError):
         run(pipes["gqa"], n=2, **kw)
@@ -454,3 +461,68 @@ def test_check_single_onnxruntime():
     found = installed_ort_distributions()
     assert check_single_onnxruntime() in [n for n, _ in found] + [None]
     assert installed_ort_distributions(["surely-not-a-distribution-xyz"]) == []
+
+
+# ---- decoder, cache and session details ---------------------------------------------------------------
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_decoder_bounds_and_ortvalue_prompt(folders, pipes, variant):
+    from vlmdecode.sessions import ort
+
+    text = vlmdecode.load(folders[variant] / "text", "cpu", max_length=8)
+    dec = text.decoder
+    ids = np.array([[2, 20, 30, 40, 50, 60, 70]], np.int64)
+    a = dec.prefill(ids)
+    b = dec.prefill(ort().OrtValue.ortvalue_from_numpy(ids))  # a prompt already in onnxruntime memory
+    np.testing.assert_array_equal(a, b)
+    assert dec.position == 7
+    dec.step(np.array([[5]], np.int64))
+    assert dec.position == 8
+    with pytest.raises(DecoderError, match="KV cache full"):
+        dec.step(np.array([[5]], np.int64))
+    with pytest.raises(DecoderError, match="max_length-1=7"):
+        dec.prefill(np.zeros((1, 8), np.int64))
+    kv = pipes[variant].decoder.kv
+    run(pipes[variant], n=3)
+    per_row = 2 * TINY.num_layers * TINY.num_kv_heads * TINY.head_dim * 4
+    rows = TINY.max_length if variant == "gqa" else pipes[variant].decoder.position
+    assert kv.nbytes == per_row * rows
+
+
+def test_transfers_accounting():
+    t = Transfers()
+    with pytest.raises(ValueError, match="direction"):
+        t.note("sideways", 1, "x")
+    t.note("h2d", 5, "setup")  # before any step: lands in setup
+    t.begin(0)
+    t.note("d2h", 7, "kv")
+    assert t.end().kv == 7 and t.setup.h2d == 5
+    t.reset()
+    assert t.steps == [] and t.setup.h2d == 0
+
+
+def test_cpu_sessions(folders, tmp_path):
+    from vlmdecode.sessions import memcpy_nodes, node_assignment
+
+    path = folders["gqa"] / "decoder.onnx"
+    with pytest.raises(ValueError, match="cuda_graph"):
+        make_session(path, "cpu", cuda_graph=True)
+    sess = make_session(path, "cpu", threads=1, profile_prefix=str(tmp_path / "prof"))
+    nodes = node_assignment(sess)
+    assert nodes and {ep for ep, _, _ in nodes} == {"CPUExecutionProvider"}
+    assert "GroupQueryAttention" in {op for _, op, _ in nodes}
+    assert memcpy_nodes(sess) == []
+    profile = Path(sess.end_profiling())
+    assert profile.exists() and profile.name.startswith("prof")
+
+
+def test_cuda_provider_but_no_gpu(folders, monkeypatch):
+    """onnxruntime-gpu installed on a machine without a visible GPU: an error naming the count, no fallback."""
+    from vlmdecode import sessions
+
+    monkeypatch.setattr(sessions.ort(), "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(sessions, "cuda_device_count", lambda: 0)
+    with pytest.raises(CudaUnavailableError, match=r"cuda:0 asked for, but 0 CUDA device\(s\) are visible"):
+        vlmdecode.load(folders["gqa"], "cuda:0")
+    with pytest.raises(CudaUnavailableError, match="no GPU"):
+        make_session(folders["gqa"] / "vision.onnx", "cuda")

@@ -145,8 +145,8 @@ def time_genai(folder_root, context: int, new_tokens: int, repeats: int, skip: i
                 ttft_ms=float(np.median(ttft)), tokens=len(tokens), first_tokens=" ".join(map(str, tokens[:8])))
 
 
-def nodes_per_step(folder, device: str, steps: int = 4) -> float:
-    """onnxruntime profile of eager decode steps: kernel (node) events per step."""
+def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
+    """onnxruntime profile of eager decode steps: kernel (node) events per step (by op type if by_op)."""
     import tempfile
 
     from .decoders.cuda import CudaDecoder
@@ -163,6 +163,15 @@ def nodes_per_step(folder, device: str, steps: int = 4) -> float:
     events = json.loads(Path(path).read_text())
     runs = [e for e in events if e.get("name") == "model_run"]
     nodes = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
+    if by_op:
+        from collections import Counter
+
+        n = max(len(runs), 1)
+        count = Counter(e.get("args", {}).get("op_name", "?") for e in nodes)
+        dur = Counter()
+        for e in nodes:
+            dur[e.get("args", {}).get("op_name", "?")] += e.get("dur", 0)
+        return {op: {"per_step": c / n, "us_per_step": dur[op] / n} for op, c in count.most_common()}
     return len(nodes) / max(len(runs), 1) if runs else float("nan")
 
 

@@ -231,6 +231,7 @@ class Pipeline:
         """prefill, then decode_one_token until done; sampling on the host."""
         self.decoder.begin_generation()
         try:
+            self.transfers.steps.clear()  # per-generation records; they would otherwise grow without bound
             self.transfers.begin(0)
             logits = self.decoder.prefill(x)
             for step in range(max_new_tokens):

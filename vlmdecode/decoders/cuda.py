@@ -110,7 +110,7 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
 class CudaDecoder(BoundDecoder):
     def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
                  max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
-                 profile_prefix: str | None = None):
+                 profile_prefix: str | None = None, graph_per_generation: bool = True):
         import cupy
 
         self.cp = cupy
@@ -123,6 +123,9 @@ class CudaDecoder(BoundDecoder):
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         self.embed_via, self.sync_every = embed_via, sync_every
+        # False: one gpu_graph_id for the decoder's lifetime. Safe because every bound buffer is the
+        # decoder's own and never moves; the graph is captured once and replayed by every generation.
+        self.graph_per_generation = graph_per_generation
         _preload_cuda_libraries()
         check_cuda(device)  # before any CuPy call on that device: a clear error for cuda:7 on a 1-GPU box
         cupy.cuda.Device(device.index).use()
@@ -160,7 +163,7 @@ class CudaDecoder(BoundDecoder):
     # ---- generation lifetime ---------------------------------------------------------------------
     def begin_generation(self) -> None:
         self.generations += 1
-        if self.mode != "eager":
+        if self.mode != "eager" and (self.graph_per_generation or self.graph_id < 0):
             self.graph_id = next(_graph_ids)
             self.runs_this_graph = 0
         self.run_options = self._run_options(self.graph_id)
@@ -168,6 +171,8 @@ class CudaDecoder(BoundDecoder):
             self.run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
 
     def end_generation(self) -> None:
+        if not self.graph_per_generation:
+            return  # kept for the next generation; released with the session
         if self.mode != "eager" and self.graph_id > 0 and self.runs_this_graph > ORT_WARMUP_RUNS:
             self.stream.synchronize()
             self.session.release_captured_graph(self.graph_id)
@@ -309,3 +314,28 @@ class CudaDecoder(BoundDecoder):
         finally:
             self.transfers.end()
             self.end_generation()
+
+
+def replay_ms(decoder: CudaDecoder, x: np.ndarray, step_x: np.ndarray, n: int = 200) -> float:
+    """Device time of one decode step with no host work between steps: n back-to-back runs of the
+    bound step (replays in graph/device mode, uncaptured launches in eager), timed with CUDA events.
+    Re-running one step is idempotent (it rewrites the same KV row), so n runs measure n steps."""
+    cp = decoder.cp
+    decoder.begin_generation()
+    try:
+        decoder.prefill(x)
+        for _ in range(ORT_WARMUP_RUNS + 2):  # warm-up, capture, first replay
+            decoder.step(step_x)
+        decoder.kv.position -= 1  # re-run the last step in place
+        ro = decoder._run_options(decoder.graph_id)
+        ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        with decoder.stream:
+            start.record()
+            for _ in range(n):
+                decoder.session.run_with_iobinding(decoder.io_step, ro)
+            end.record()
+            end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) / n
+    finally:
+        decoder.end_generation()

@@ -1,0 +1,73 @@
+"""Benchmark harness on CPU (tiny preset): rows, files, provenance, floor helpers, compare()."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from vlmdecode import bench, cli
+from vlmdecode.modelfolder import ModelFolder
+from vlmdecode.sessions import make_session, memcpy_nodes, node_assignment
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    df = bench.run_matrix(presets=["tiny"], devices=["cpu"], contexts=[16], new_tokens=8, repeats=2,
+                          out_dir=root / "out", root=root / "cache", log=lambda s: None)
+    return df, root
+
+
+def test_matrix_rows_and_files(result):
+    df, root = result
+    assert set(df["mode"]) == set(bench.CPU_MODES)
+    ok = df[df.get("error").isna()] if "error" in df else df
+    assert len(ok) == len(bench.CPU_MODES), df.get("error")
+    assert (ok["per_token_ms"] > 0).all()
+    res = df.set_index("mode")
+    assert res.loc["resident", "kv_per_step"] == 0 and res.loc["naive", "kv_per_step"] > 0
+    # all modes decode the same greedy tokens from the same prompt
+    assert len(set(ok["first_tokens"])) == 1
+    saved = json.loads((root / "out" / "bench.json").read_text())
+    assert {"date", "onnxruntime", "git_sha", "vlmdecode"} <= set(saved["provenance"])
+    assert len(pd.read_csv(root / "out" / "bench.csv")) == len(df)
+
+
+def test_compare_flags_a_slowdown(result, tmp_path):
+    df, root = result
+    base = root / "out" / "bench.csv"
+    slow = df.copy()
+    slow.loc[slow["mode"] == "resident", "per_token_ms"] *= 3
+    slow.to_csv(tmp_path / "slow.csv", index=False)
+    t = bench.compare(base, tmp_path / "slow.csv")
+    flagged = t.set_index("mode")["regression"]
+    assert flagged["resident"] and not flagged.drop("resident").any()
+    noise = pd.concat([df, df.assign(per_token_ms=df["per_token_ms"] * 1.01)])
+    noise.to_csv(tmp_path / "noise.csv", index=False)
+    t2 = bench.compare(base, tmp_path / "slow.csv", noise_csv=tmp_path / "noise.csv")
+    assert (t2["threshold_pct"] >= 5.0).all() and t2.set_index("mode").loc["resident", "regression"]
+    assert cli.main(["bench", "compare", str(base), str(tmp_path / "slow.csv")]) == 1
+    assert cli.main(["bench", "compare", str(base), str(base)]) == 0
+
+
+def test_floor_helpers(result):
+    _, root = result
+    folder = ModelFolder.load(root / "cache" / "tiny-gqa-fp32")
+    from vlmdecode.fixture import preset
+
+    cfg = preset("tiny")
+    w = bench.decoder_weight_bytes(folder)
+    assert cfg.n_text_params() * 4 <= w < cfg.n_text_params() * 4 * 1.5  # + rope tables
+    per_tok = 2 * cfg.num_kv_heads * cfg.head_dim * 4
+    globals_, locals_ = cfg.layer_types.count("global"), cfg.layer_types.count("local")
+    assert bench.kv_read_bytes(folder, 100) == per_tok * (100 * globals_ + cfg.sliding_window * locals_)
+
+
+def test_cpu_sessions_report_assignment(result):
+    _, root = result
+    folder = ModelFolder.load(root / "cache" / "tiny-gqa-fp32")
+    sess = make_session(folder.decoder.path, "cpu")
+    eps = {ep for ep, _, _ in node_assignment(sess)}
+    assert eps == {"CPUExecutionProvider"} and memcpy_nodes(sess) == []
