@@ -27,5 +27,5 @@ case "$1" in
     ;;
 esac
 if [ "$1" = profile ]; then
-  python3 scripts/h200_profile.py 2>&1 | grep -v "plugin EP" | tee "$OUT/h200_profile_log.txt"
+  python3 -X faulthandler scripts/h200_profile.py > "$OUT/h200_profile_log.txt" 2>&1; echo "profile exit $?"; grep -v "plugin EP" "$OUT/h200_profile_log.txt" | tail -n 40
 fi

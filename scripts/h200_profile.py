@@ -22,10 +22,7 @@ out["copy_bandwidth_GBps"] = bw / 1e9
 
 
 def device_pipe(d, **kw):
-    pipe = vlmdecode.load(d, "cuda", "device")
-    pipe.decoder = CudaDecoder(pipe.folder, "cuda", "device", **kw)
-    pipe.transfers = pipe.decoder.transfers
-    return pipe
+    return vlmdecode.load(d, "cuda", "device", **kw)
 
 
 for name, ctx in (("tiny", 128), ("gemma3-1b", 1024)):

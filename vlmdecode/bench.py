@@ -20,9 +20,7 @@ import numpy as np
 
 from .profiling import prompt_ids, provenance
 
-# "device-session" (embedding session writing the decoder input) is opt-in: on the H200 its CUDA session
-# failed in cudnnSetStream and a bench process crashed there (see data/results/README.md).
-CUDA_MODES = ("naive", "eager", "graph", "device", "tokenid-graph", "genai-eager", "genai-graph")
+CUDA_MODES = ("naive", "eager", "graph", "device", "device-session", "tokenid-graph", "genai-eager", "genai-graph")
 CPU_MODES = ("naive", "resident", "genai")
 CONTEXTS = {"tiny": [128], "small": [64, 256, 1024, 2048], "gemma3-1b": [128, 1024, 4096]}
 
@@ -245,13 +243,8 @@ def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes
     if mode not in pipes:
         if mode == "tokenid-graph":
             pipes[mode] = vlmdecode.load(Path(folder_dir) / "text", str(dev), "graph")
-        elif mode == "device-session":
-            from .decoders.cuda import CudaDecoder
-
-            p = vlmdecode.load(folder_dir, str(dev), "device")
-            p.decoder = CudaDecoder(p.folder, dev, "device", embed_via="session")
-            p.transfers = p.decoder.transfers
-            pipes[mode] = p
+        elif mode == "device-session":  # the embedding session writes the decoder's input (vs a gather)
+            pipes[mode] = vlmdecode.load(folder_dir, str(dev), "device", embed_via="session")
         else:
             pipes[mode] = vlmdecode.load(folder_dir, str(dev), None if mode == "resident" else mode)
     return time_pipeline(pipes[mode], ctx, new_tokens, repeats, skip)

@@ -253,10 +253,12 @@ class Pipeline:
 
 
 def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, max_length: int | None = None,
-         threads: int = 0) -> Pipeline:
+         threads: int = 0, **cuda_options) -> Pipeline:
     """Build a Pipeline from a model folder (genai_config.json, ours or onnxruntime-genai's).
 
     device: "cpu", "cuda" or "cuda:N". mode: "resident" on CPU; "eager", "graph" (default) or "device" on CUDA.
+    cuda_options go to decoders.cuda.CudaDecoder (embed_via, sync_every, graph_per_generation). The vision
+    and embedding sessions run on the decoder's CUDA stream, so the pipeline owns its decoder for life.
     """
     from .decoders.cpu import CpuDecoder
 
@@ -270,9 +272,11 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
         from .decoders.cuda import CudaDecoder, check_mode
 
         mode = check_mode(mode or "graph", folder)
-        decoder = CudaDecoder(folder, device, mode, max_length=max_length)
+        decoder = CudaDecoder(folder, device, mode, max_length=max_length, **cuda_options)
         sess = lambda c: make_session(c.path, device, stream_ptr=decoder.stream_ptr)  # noqa: E731
     else:
+        if cuda_options:
+            raise ValueError(f"options {sorted(cuda_options)} are for CUDA decoders; device is cpu")
         if mode not in (None, *MODES_CPU):
             raise ValueError(f"mode {mode!r} is not available on cpu: allowed {MODES_CPU} (CUDA modes: {MODES_CUDA})")
         mode = "resident"

@@ -240,9 +240,7 @@ class CudaDecoder(BoundDecoder):
 
     def _init_embedding_session(self) -> None:
         e = self.folder.embedding
-        # Its own onnxruntime stream: sharing ours (user_compute_stream) failed in cudnnSetStream on the
-        # H200 (onnxruntime-gpu 1.31.1, cuDNN 9.19). So each step syncs our stream before this run.
-        self.embed_session = make_session(e.path, self.device)
+        self.embed_session = make_session(e.path, self.device, stream_ptr=self.stream_ptr)  # our stream: ordered
         self.id_buf = allocate((1, 1), np.int64, self.device)
         shape = e.signature.inputs[e.inputs["image_features"]][1]
         self.empty_feats = allocate([0 if isinstance(d, str) else d for d in shape], self.dtype, self.device)
@@ -251,6 +249,7 @@ class CudaDecoder(BoundDecoder):
         self.empty_feats.bind_input(self.embed_io, e.inputs["image_features"])
         self.x_step.bind_output(self.embed_io, e.outputs["inputs_embeds"])  # device -> device, no copy
         self.embed_ro = self._run_options(-1)
+        self.embed_ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
 
     def _advance(self, logits_ptr: int, slot: int, given: Buffer | None) -> None:
         """One launch: pick the token (argmax unless `given`), write the next decoder inputs on the device."""
@@ -267,7 +266,6 @@ class CudaDecoder(BoundDecoder):
                 np.uint64(self.t_dev.ptr))
         self._kernel((1,), (1024,), args)
         if self.embed_session is not None:
-            self.stream.synchronize()  # the kernel's token id must be in id_buf before the other stream reads it
             self.embed_session.run_with_iobinding(self.embed_io, self.embed_ro)
 
     def _pick(self, logits: Buffer, offset: int, slot: int, sampler: Sampler | None, step: int) -> None:
