@@ -22,7 +22,7 @@ def ensure_fixture(name: str = "tiny", attention: str = "gqa", dtype: str = "fp3
     import json
 
     from .fixture import build_fixture, preset
-    from .fixture.build import FIXTURE_JSON
+    from .fixture.build import BUILDER_VERSION, FIXTURE_JSON
 
     cfg = preset(name, attention=attention, dtype=dtype)
     out = (root or cache_dir()) / f"{name}-{attention}-{dtype}"
@@ -31,7 +31,8 @@ def ensure_fixture(name: str = "tiny", attention: str = "gqa", dtype: str = "fp3
         import dataclasses
 
         want = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.init}
-        if json.loads(meta.read_text()).get("config") == json.loads(json.dumps(want)):
+        saved = json.loads(meta.read_text())
+        if saved.get("config") == json.loads(json.dumps(want)) and saved.get("builder_version") == BUILDER_VERSION:
             return out
     return build_fixture(cfg, out, progress=name != "tiny")
 
@@ -70,7 +71,7 @@ def cmd_demo(args) -> int:
 
 def cmd_build(args) -> int:
     from .fixture import build_fixture, preset
-    from .fixture.build import FIXTURE_JSON
+    from .fixture.build import BUILDER_VERSION, FIXTURE_JSON
 
     cfg = preset(args.preset, attention=args.attention, dtype=args.dtype, seed=args.seed, max_length=args.max_length)
     target = Path(args.out)
