@@ -52,6 +52,31 @@ plt.show()
 explore.bench_ratios(bench).round(3)
 
 # %% [markdown]
+# ## Per-step lines, live
+# Per-step time of one generation per available mode on this machine (CPU resident here; with a GPU the
+# CUDA eager, graph and device modes on the tiny fp16 fixture). Step 0 includes the prefill; graph mode's
+# first steps are onnxruntime's warm-up and capture runs.
+
+# %% tags=["nbval-ignore-output"]
+live = explore.live_step_times(ROOT, max_new_tokens=48)
+plots.plot_step_lines(live)
+plt.show()
+
+# %% [markdown]
+# With a GPU, the same benchmark matrix runs live here (tiny preset, side by side in one process).
+
+# %% tags=["nbval-ignore-output"]
+if explore.gpu_available():
+    from vlmdecode import bench
+
+    live_bench = bench.run_matrix(presets=["tiny"], devices=["cuda"], new_tokens=32, repeats=3, out_dir=None,
+                                  root=ROOT, log=lambda s: None)
+    plots.plot_latency_by_mode(live_bench, title="per-token latency by mode (this GPU, live)")
+    plt.show()
+else:
+    print("no GPU here: the bars above are the recorded H200 run")
+
+# %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot. On CPU only the tiny preset
 # and the resident mode exist; with a GPU, cuda eager/graph/device on the tiny fp16 fixture.

@@ -23,7 +23,7 @@ PROMPT = "Describe the image."
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("explore")
-    return {"gqa": ensure_fixture("tiny", "gqa", "fp32", root=root), "onnx": ensure_fixture("tiny", "onnx", "fp32", root=root)}
+    return {kind: ensure_fixture("tiny", kind, "fp32", root=root) for kind in ("gqa", "onnx")}
 
 
 @pytest.fixture(autouse=True)
@@ -184,3 +184,15 @@ def test_plots_handle_empty_inputs():
     for f in (P.plot_latency_by_mode(empty), P.plot_recorded_bytes(empty), P.plot_logit_error({}),
               P.plot_step_times([]), P.plot_margins(pd.DataFrame(columns=["step", "margin"]))):
         assert isinstance(f, matplotlib.figure.Figure)
+
+
+def test_live_step_times_and_step_lines(tmp_path):
+    from vlmdecode import explore, plots
+
+    df = explore.live_step_times(tmp_path, max_new_tokens=6)
+    assert list(df.columns) == ["label", "step", "ms"]
+    assert set(df["label"]) >= {"cpu resident"} and (df["ms"] > 0).all()
+    assert df.groupby("label").size().eq(6).all()
+    fig = plots.plot_step_lines(df)
+    assert fig.axes[0].get_title() and fig.axes[0].get_yscale() == "log"
+    assert plots.plot_step_lines(df.iloc[:0]).axes[0].texts  # "no data" note

@@ -21,7 +21,7 @@ import numpy as np
 from .profiling import prompt_ids, provenance
 
 CUDA_MODES = ("naive", "eager", "graph", "device", "device-session", "tokenid-graph", "genai-eager", "genai-graph")
-CPU_MODES = ("naive", "resident", "genai")
+CPU_MODES = ("naive", "naive-concat", "resident", "genai")
 CONTEXTS = {"tiny": [128], "small": [64, 256, 1024, 2048], "gemma3-1b": [128, 1024, 4096]}
 
 
@@ -179,6 +179,7 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
     import pandas as pd
 
     import vlmdecode
+
     from .cli import ensure_fixture
     from .devices import parse_device
 
@@ -236,6 +237,10 @@ def _write(out_dir, tag, rows, prov) -> None:
 def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes):
     if mode.startswith("genai"):
         return time_genai(folder_dir, ctx, new_tokens, repeats, skip, dev.kind, graph=mode == "genai-graph")
+    if mode == "naive-concat":  # the `onnx` attention build: numpy KV concatenated by the graph each step
+        pipe = pipes.setdefault(mode, vlmdecode.load(cli_fixture(folder_dir, "onnx"), str(dev),
+                                                     None if not dev.is_cuda else "eager"))
+        return time_naive(pipe, ctx, new_tokens, repeats, skip, str(dev))
     if mode == "naive":
         pipe = pipes.setdefault("resident" if not dev.is_cuda else "eager",
                                 vlmdecode.load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
@@ -248,6 +253,14 @@ def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes
         else:
             pipes[mode] = vlmdecode.load(folder_dir, str(dev), None if mode == "resident" else mode)
     return time_pipeline(pipes[mode], ctx, new_tokens, repeats, skip)
+
+
+def cli_fixture(folder_dir, attention: str) -> Path:
+    """The sibling fixture folder with another attention kind (cache layout: NAME-ATTENTION-DTYPE)."""
+    from .cli import ensure_fixture
+
+    name, _, dtype = Path(folder_dir).name.rsplit("-", 2)
+    return ensure_fixture(name, attention, dtype, Path(folder_dir).parent)
 
 
 def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):

@@ -49,6 +49,7 @@ def _print_result(r, label: str) -> None:
 
 def cmd_demo(args) -> int:
     import vlmdecode
+
     from .devices import cuda_device_count
     from .processor import demo_image
 
@@ -71,13 +72,13 @@ def cmd_demo(args) -> int:
 
 def cmd_build(args) -> int:
     from .fixture import build_fixture, preset
-    from .fixture.build import BUILDER_VERSION, FIXTURE_JSON
+    from .fixture.build import FIXTURE_JSON
 
     cfg = preset(args.preset, attention=args.attention, dtype=args.dtype, seed=args.seed, max_length=args.max_length)
     target = Path(args.out)
     # build_fixture replaces the folder: only ever an empty one or an earlier fixture, never arbitrary files
     if target.exists() and not (target.is_dir() and (not any(target.iterdir()) or (target / FIXTURE_JSON).is_file())):
-        raise ValueError(f"--out {target} exists and is not an empty folder or a fixture folder; refusing to replace it")
+        raise ValueError(f"--out {target} is neither an empty folder nor a fixture folder: refusing to replace")
     out = build_fixture(cfg, target, progress=True)
     print(f"built {cfg.name} ({cfg.attention}, {cfg.dtype}, seed {cfg.seed}) into {out}")
     return 0

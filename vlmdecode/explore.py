@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import vlmdecode
+
 from .modelfolder import ModelFolder
 
 ROLES = ("vision", "embedding", "decoder")
@@ -419,3 +421,20 @@ def summary_stats(values) -> dict:
     if not v:
         return {"median": float("nan"), "min": float("nan"), "max": float("nan")}
     return {"median": statistics.median(v), "min": min(v), "max": max(v)}
+
+
+def live_step_times(root, max_new_tokens: int = 48, prompt: str = "Describe the image.") -> pd.DataFrame:
+    """Per-step milliseconds of one generation per mode available here (cpu resident; cuda modes with a GPU)."""
+    from .cli import ensure_fixture
+    from .processor import demo_image
+
+    runs = [("cpu", "resident", "fp32")]
+    if gpu_available():
+        runs += [("cuda", m, "fp16") for m in ("eager", "graph", "device")]
+    rows = []
+    for device, mode, dtype in runs:
+        pipe = vlmdecode.load(ensure_fixture("tiny", "gqa", dtype, root=Path(root)), device,
+                              None if device == "cpu" else mode)
+        r = pipe.generate(prompt, image=demo_image(32), max_new_tokens=max_new_tokens, stop=())
+        rows += [{"label": f"{device} {mode}", "step": s.step, "ms": s.seconds * 1e3} for s in r.steps]
+    return pd.DataFrame(rows)

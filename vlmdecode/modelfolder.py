@@ -33,7 +33,7 @@ class Signature:
     ops: frozenset
 
     @staticmethod
-    def read(path: Path) -> "Signature":
+    def read(path: Path) -> Signature:
         import onnx
 
         try:
@@ -105,7 +105,7 @@ class ModelFolder:
         return self.vision is not None and self.embedding is not None
 
     @staticmethod
-    def load(model_dir) -> "ModelFolder":
+    def load(model_dir) -> ModelFolder:
         return _load(Path(model_dir))
 
 
@@ -269,7 +269,8 @@ def _load(root: Path) -> ModelFolder:
         _require(embedding, [embedding.inputs["input_ids"], embedding.inputs["image_features"]], "input")
         _require(embedding, [embedding.outputs["inputs_embeds"]], "output")
     if drive == "embeds" and embedding is None:
-        raise ModelFolderError(f"{CONFIG_NAME}: the decoder takes inputs_embeds but there is no model.embedding section")
+        raise ModelFolderError(f"{CONFIG_NAME}: the decoder takes inputs_embeds but there is no model.embedding "
+                               "section")
     eos = _get(cfg, "model.eos_token_id", (int, list))
     eos = tuple(eos) if isinstance(eos, list) else (eos,)
     if not all(isinstance(e, int) and not isinstance(e, bool) for e in eos):

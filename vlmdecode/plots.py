@@ -203,3 +203,19 @@ def plot_step_times(ms, title: str = "per-step time"):
     ax.set_ylabel("ms")
     ax.set_title(title)
     return fig
+
+
+def plot_step_lines(df: pd.DataFrame, title: str = "per-step decode time (live)"):
+    """One line per label: ms per generated token vs step (log scale); df has label, step, ms."""
+    fig, (ax,) = _fig()
+    if df is None or df.empty:
+        _no_data(ax, "step times")
+        return fig
+    for label, g in df.groupby("label", sort=False):
+        ax.plot(g["step"], g["ms"], marker=".", label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("generated token (step 0 includes the prefill)")
+    ax.set_ylabel("ms per step")
+    ax.set_title(title)
+    ax.legend()
+    return fig

@@ -57,7 +57,8 @@ def provenance() -> dict:
             props = rt.getDeviceProperties(0)
             info.update(gpu=props["name"].decode(), cuda_runtime=rt.runtimeGetVersion(),
                         cuda_driver=rt.driverGetVersion(), cupy=cupy.__version__)
-            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"],
+            query = ["nvidia-smi", "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"]
+            smi = subprocess.run(query,
                                  capture_output=True, text=True, timeout=10).stdout.strip()
             info["nvidia_smi"] = smi
     except Exception:  # noqa: BLE001
