@@ -1,7 +1,7 @@
 """Image + prompt -> text: the VLM pipeline over a model folder, on CPU or CUDA.
 
     image ─► Processor.preprocess ─► pixel_values [1,3,S,S]
-                                        │ vision:    pixel_values -> image_features [1,n,H]   (cached per image)
+                                        │ vision:    pixel_values -> image_features [n,H]     (cached per image)
     prompt ─► Processor.encode_prompt ─► input_ids [1,S]
                                         │ embedding: input_ids (+ image_features) -> inputs_embeds [1,S,H]
                                         ▼

@@ -219,6 +219,18 @@ class CudaDecoder(BoundDecoder):
                 self.table = self._embedding_table()
             else:
                 self._init_embedding_session()
+        # where the kernel writes the token: the id decoder's input, a gathered embedding, or the
+        # embedding session's input id. Fixed for the decoder's life, so the argument list is built once.
+        null = 0
+        if info.drive == "ids":
+            table, x_out, id_out = null, null, self.x_step.ptr
+        elif self.table is not None:
+            table, x_out, id_out = self.table.ptr, self.x_step.ptr, null
+        else:
+            table, x_out, id_out = null, null, self.id_buf.ptr
+        self._args = [np.uint64(0), np.int32(self.vocab), np.uint64(0), np.uint64(table),
+                      np.int32(info.hidden_size), np.uint64(x_out), np.uint64(id_out), np.uint64(self.ring.ptr),
+                      np.int32(0), np.uint64(self.pos_step.ptr), np.uint64(self.mask.ptr), np.uint64(self.t_dev.ptr)]
 
     def _embedding_table(self):
         """Every token's embedding [V,H], computed once by the embedding model itself (host, then uploaded)."""
@@ -253,18 +265,9 @@ class CudaDecoder(BoundDecoder):
 
     def _advance(self, logits_ptr: int, slot: int, given: Buffer | None) -> None:
         """One launch: pick the token (argmax unless `given`), write the next decoder inputs on the device."""
-        info, null = self.info, 0
-        if info.drive == "ids":
-            table, x_out, id_out = null, null, self.x_step.ptr
-        elif self.table is not None:
-            table, x_out, id_out = self.table.ptr, self.x_step.ptr, null
-        else:
-            table, x_out, id_out = null, null, self.id_buf.ptr
-        args = (np.uint64(logits_ptr), np.int32(self.vocab), np.uint64(given.ptr if given else 0),
-                np.uint64(table), np.int32(info.hidden_size), np.uint64(x_out), np.uint64(id_out),
-                np.uint64(self.ring.ptr), np.int32(slot), np.uint64(self.pos_step.ptr), np.uint64(self.mask.ptr),
-                np.uint64(self.t_dev.ptr))
-        self._kernel((1,), (1024,), args)
+        a = self._args
+        a[0], a[2], a[8] = np.uint64(logits_ptr), np.uint64(given.ptr if given else 0), np.int32(slot)
+        self._kernel((1,), (1024,), tuple(a))
         if self.embed_session is not None:
             self.embed_session.run_with_iobinding(self.embed_io, self.embed_ro)
 
