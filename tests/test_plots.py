@@ -196,3 +196,11 @@ def test_live_step_times_and_step_lines(tmp_path):
     fig = plots.plot_step_lines(df)
     assert fig.axes[0].get_title() and fig.axes[0].get_yscale() == "log"
     assert plots.plot_step_lines(df.iloc[:0]).axes[0].texts  # "no data" note
+
+
+def test_every_bench_mode_has_its_own_color():
+    from vlmdecode import bench, plots
+
+    modes = set(bench.CUDA_MODES) | set(bench.CPU_MODES)
+    assert modes <= set(plots.MODE_COLORS)
+    assert len({plots.MODE_COLORS[m] for m in bench.CUDA_MODES}) == len(bench.CUDA_MODES)

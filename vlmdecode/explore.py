@@ -30,7 +30,8 @@ import vlmdecode
 from .modelfolder import ModelFolder
 
 ROLES = ("vision", "embedding", "decoder")
-MODE_ORDER = ["naive", "resident", "eager", "graph", "device", "tokenid-graph", "genai-eager", "genai-graph"]
+MODE_ORDER = ["naive", "naive-concat", "resident", "eager", "graph", "device", "device-session", "tokenid-graph",
+              "genai", "genai-eager", "genai-graph"]
 
 
 # ---- model folder tables ------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-MODE_COLORS = {"naive": "tab:red", "resident": "tab:green", "eager": "tab:orange", "graph": "tab:blue",
-               "device": "tab:purple", "tokenid-graph": "tab:cyan", "genai-eager": "tab:brown",
-               "genai-graph": "tab:gray"}
+MODE_COLORS = {"naive": "tab:red", "naive-concat": "lightcoral", "resident": "tab:green", "eager": "tab:orange",
+               "graph": "tab:blue", "device": "tab:purple", "device-session": "plum", "tokenid-graph": "tab:cyan",
+               "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
 
 
 def _fig(figsize=(7, 3.5), ncols: int = 1):
