@@ -71,3 +71,13 @@ def test_cpu_sessions_report_assignment(result):
     sess = make_session(folder.decoder.path, "cpu")
     eps = {ep for ep, _, _ in node_assignment(sess)}
     assert eps == {"CPUExecutionProvider"} and memcpy_nodes(sess) == []
+
+
+def test_profile_generation_cpu_rows(result):
+    import vlmdecode
+    from vlmdecode.profiling import profile_generation
+
+    _, root = result
+    df = profile_generation(vlmdecode.load(root / "cache" / "tiny-gqa-fp32", "cpu"), context=16, new_tokens=5)
+    assert list(df["step"]) == list(range(5)) and (df["ms"] > 0).all() and (df["kv_bytes"] == 0).all()
+    assert "device_ms" not in df  # CPU: host time only

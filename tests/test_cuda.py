@@ -230,3 +230,14 @@ def test_memory_flat_with_one_graph_per_decoder(folders, image):
     assert len(tokens) == 1  # every generation replays the same graph and gets the same tokens
     assert p.decoder.counters()["captured"] == 1
     assert abs(free[10] - free[200]) < 4 << 20, f"moved {(free[10] - free[200]) / 2**20:.1f} MiB"
+
+
+def test_profile_generation_device_times(folders):
+    from vlmdecode.profiling import profile_generation
+
+    for mode in ("eager", "graph", "device"):
+        p = vlmdecode.load(folders["fp16"], "cuda", mode, time_steps=True)
+        df = profile_generation(p, context=32, new_tokens=12)
+        dev = df["device_ms"].iloc[1:]
+        assert len(df) == 12 and df["device_ms"].isna().iloc[0] and (dev > 0).all(), (mode, df)
+        assert (dev <= df["ms"].iloc[1:] * 1.5 + 0.05).all(), (mode, df[["ms", "device_ms"]])

@@ -175,8 +175,9 @@ def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
 
 # ---- the matrix ------------------------------------------------------------------------------
 def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, new_tokens=64, repeats=3, skip=8,
-               peer=True, out_dir="data/results", root=None, tag="bench", log=print):
+               peer=True, out_dir="data/results", root=None, tag="bench", log=print, progress=True):
     import pandas as pd
+    from tqdm.auto import tqdm
 
     import vlmdecode
 
@@ -198,8 +199,10 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
                 want = [m for m in want if not m.startswith("genai")]
             ctxs = contexts or CONTEXTS.get(name, [128])
             pipes = {}
+            bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {name} {dev}", unit="scenario", disable=not progress)
             for mode in want:
                 for ctx in ctxs:
+                    bar.set_postfix_str(f"{mode} ctx {ctx}")
                     base = dict(preset=name, dtype=dtype, device=str(dev), mode=mode, context=ctx)
                     try:
                         row = _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes)
@@ -213,6 +216,8 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
                     log(json.dumps(row, default=str))
                     rows.append(row)
                     _write(out_dir, tag, rows, prov)  # after every row: a cut-off run keeps what it measured
+                    bar.update(1)
+            bar.close()
             if dev.is_cuda and pipes:
                 try:
                     prov[f"nodes_per_step[{name}]"] = nodes_per_step(next(iter(pipes.values())).folder, str(dev))

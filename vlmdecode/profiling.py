@@ -75,7 +75,12 @@ def prompt_ids(context: int, seed: int = 0, bos: int = 2) -> np.ndarray:
 
 
 def profile_generation(pipe, context: int, new_tokens: int, seed: int = 0):
-    """Greedy decode of `new_tokens` after a random prompt of `context` tokens; one row per token."""
+    """Greedy decode of `new_tokens` after a random prompt of `context` tokens; one row per token.
+
+    Columns: step, token, host wall `ms` (step 0 includes the prefill), bytes moved, KV position, the
+    decoder's eager/captured/replayed counters and, for a CUDA decoder built with time_steps=True,
+    `device_ms`: CUDA-event time of the decoder run that produced the token (NaN for step 0).
+    """
     import pandas as pd
 
     ids = prompt_ids(context, seed)
@@ -84,6 +89,9 @@ def profile_generation(pipe, context: int, new_tokens: int, seed: int = 0):
     df = pd.DataFrame([s.__dict__ for s in steps])
     df["context"] = context
     df["ms"] = df["seconds"] * 1e3
+    if getattr(pipe.decoder, "step_events", None) is not None:
+        dev = pipe.decoder.step_device_ms()[-(len(df) - 1):] if len(df) > 1 else []
+        df["device_ms"] = [float("nan")] + dev
     for k, v in (pipe.decoder.counters() if hasattr(pipe.decoder, "counters") else {}).items():
         df[k] = v
     return df

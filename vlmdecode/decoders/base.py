@@ -84,8 +84,9 @@ class BoundDecoder:
         from ..sessions import ort
 
         ro = ort().RunOptions()
-        if self.device.is_cuda:
-            ro.add_run_config_entry("gpu_graph_id", str(graph_id))
+        # Set on CPU too (ignored there): onnxruntime's Python run_with_iobinding looks this key up on
+        # every run, and a missing key costs ~30 us (an exception inside) -- 20% of a tiny CPU step.
+        ro.add_run_config_entry("gpu_graph_id", str(graph_id))
         return ro
 
     @property

@@ -110,7 +110,7 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
 class CudaDecoder(BoundDecoder):
     def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
                  max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
-                 profile_prefix: str | None = None, graph_per_generation: bool = True):
+                 profile_prefix: str | None = None, graph_per_generation: bool = True, time_steps: bool = False):
         import cupy
 
         self.cp = cupy
@@ -126,6 +126,8 @@ class CudaDecoder(BoundDecoder):
         # False: one gpu_graph_id for the decoder's lifetime. Safe because every bound buffer is the
         # decoder's own and never moves; the graph is captured once and replayed by every generation.
         self.graph_per_generation = graph_per_generation
+        # time_steps: a CUDA event pair around every decoder run (profiling only; off in the timed loop)
+        self.step_events: list | None = [] if time_steps else None
         _preload_cuda_libraries()
         check_cuda(device)  # before any CuPy call on that device: a clear error for cuda:7 on a 1-GPU box
         cupy.cuda.Device(device.index).use()
@@ -179,9 +181,25 @@ class CudaDecoder(BoundDecoder):
 
     def run_step(self) -> None:
         with self.stream:
-            super().run_step()
+            if self.step_events is None:
+                super().run_step()
+            else:
+                start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+                start.record()
+                super().run_step()
+                end.record()
+                self.step_events.append((start, end))
         if self.mode != "eager":
             self._count_graph_run()
+
+    def step_device_ms(self) -> list[float]:
+        """Device milliseconds of each decoder run since the last call (needs time_steps=True)."""
+        if self.step_events is None:
+            raise ValueError("step device times need CudaDecoder(time_steps=True)")
+        self.stream.synchronize()
+        out = [self.cp.cuda.get_elapsed_time(a, b) for a, b in self.step_events]
+        self.step_events.clear()
+        return out
 
     def _count_graph_run(self) -> None:
         """Which of onnxruntime's phases this run of the graph id was: warm-up, capture, or replay."""
