@@ -188,20 +188,14 @@ def plot_latency_by_mode(df: pd.DataFrame, title: str = "per-token decode latenc
 
 
 def plot_step_times(ms, title: str = "per-step time"):
-    """ms: per generated token (step 0 includes the prompt)."""
-    fig, (ax,) = _fig((6, 2.8))
+    """ms: per generated token (step 0 includes the prompt); plot_step_lines plus the median decode step."""
     ms = list(ms)
-    if not ms:
-        _no_data(ax, "steps")
-    else:
-        ax.plot(range(len(ms)), ms, marker="o", ms=3, label="step time")
-        if len(ms) > 1:
-            ax.axhline(float(np.median(ms[1:])), color="k", ls="--", label=f"median decode {np.median(ms[1:]):.3g} ms")
-        ax.set_yscale("log")
+    fig = plot_step_lines(pd.DataFrame({"label": "step time", "step": range(len(ms)), "ms": ms}), title)
+    if len(ms) > 1:
+        (ax,) = fig.axes
+        med = float(np.median(ms[1:]))
+        ax.axhline(med, color="k", ls="--", label=f"median decode {med:.3g} ms")
         ax.legend()
-    ax.set_xlabel("token (0 = time to first token)")
-    ax.set_ylabel("ms")
-    ax.set_title(title)
     return fig
 
 
@@ -210,12 +204,12 @@ def plot_step_lines(df: pd.DataFrame, title: str = "per-step decode time (live)"
     fig, (ax,) = _fig()
     if df is None or df.empty:
         _no_data(ax, "step times")
-        return fig
-    for label, g in df.groupby("label", sort=False):
-        ax.plot(g["step"], g["ms"], marker=".", label=label)
-    ax.set_yscale("log")
+    else:
+        for label, g in df.groupby("label", sort=False):
+            ax.plot(g["step"], g["ms"], marker=".", label=label)
+        ax.set_yscale("log")
+        ax.legend()
     ax.set_xlabel("generated token (step 0 includes the prefill)")
     ax.set_ylabel("ms per step")
     ax.set_title(title)
-    ax.legend()
     return fig

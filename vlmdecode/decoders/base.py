@@ -68,7 +68,11 @@ class BoundDecoder:
         self.io_step = session.io_binding()
         self._bind_step(self.io_step)
         self.run_options = self._run_options(graph_id=-1)
-        self.eager_steps = 0
+        self.steps_run = 0  # decode-step runs over io_step (CUDA decoders split them by graph phase)
+        self._concat = isinstance(self.kv, ConcatKV)
+        # host staging for the two int64 scalars a step writes, filled in place (no per-step allocation)
+        self._pos_host = np.zeros(1, np.int64)
+        self._one = np.ones(1, np.int64)
 
     # ---- binding ---------------------------------------------------------------------------
     def _bind_step(self, io) -> None:
@@ -167,20 +171,21 @@ class BoundDecoder:
             raise DecoderError(f"KV cache full: position {t} reached max_length={self.max_length}")
         self.transfers.upload(self.x_step, x, "embeds" if self.info.drive == "embeds" else "token")
         if self.name_pos:
-            self.transfers.upload(self.pos_step, np.array([t], np.int64), "position")
-        self.transfers.upload(self.mask, np.ones(1, np.int64), "mask", offset=t)
+            self._pos_host[0] = t
+            self.transfers.upload(self.pos_step, self._pos_host, "position")
+        self.transfers.upload(self.mask, self._one, "mask", offset=t)
 
     def run_step(self) -> None:
         """Run one decode step over the bound buffers and advance the position."""
         t = self.kv.position
-        if isinstance(self.kv, ConcatKV) or not self.static_mask:
+        if self._concat or not self.static_mask:
             self.mask.bind_input(self.io_step, self.name_mask, shape=(1, t + 1))
-        if isinstance(self.kv, ConcatKV):
+        if self._concat:
             self.kv.bind(self.io_step, self.past_names, self.present_names)
         self.session.run_with_iobinding(self.io_step, self.run_options)
-        if isinstance(self.kv, ConcatKV):
+        if self._concat:
             self.kv.take_presents(self.io_step.get_outputs(), 1)
-        self.eager_steps += 1
+        self.steps_run += 1
         self.kv.position = t + 1
 
     def step(self, x: np.ndarray) -> np.ndarray:

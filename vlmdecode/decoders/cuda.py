@@ -159,7 +159,8 @@ class CudaDecoder(BoundDecoder):
                 raise DecoderError(f"decoder buffer at {b.ptr:#x} is not CUDA device memory (type {attrs.type})")
 
     def counters(self) -> dict:
-        return {"eager_steps": self.eager_steps, "captured": self.captured, "replayed": self.replayed,
+        eager = self.steps_run - self.captured - self.replayed  # warm-up runs of a graph id count as eager
+        return {"eager_steps": eager, "captured": self.captured, "replayed": self.replayed,
                 "graph_id": self.graph_id, "generations": self.generations}
 
     # ---- generation lifetime ---------------------------------------------------------------------
@@ -202,12 +203,9 @@ class CudaDecoder(BoundDecoder):
         return out
 
     def _count_graph_run(self) -> None:
-        """Which of onnxruntime's phases this run of the graph id was: warm-up, capture, or replay."""
-        self.eager_steps -= 1
+        """Which of onnxruntime's phases this run of the graph id was: warm-up (eager), capture, or replay."""
         self.runs_this_graph += 1
-        if self.runs_this_graph <= ORT_WARMUP_RUNS:
-            self.eager_steps += 1
-        elif self.runs_this_graph == ORT_WARMUP_RUNS + 1:
+        if self.runs_this_graph == ORT_WARMUP_RUNS + 1:
             self.captured += 1
         else:
             self.replayed += 1
