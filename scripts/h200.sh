@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|bench-tiny|bench-1b
+#   bash scripts/h200.sh tests|bench-tiny|bench-1b|profile
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
 export VLMDECODE_GIT_SHA=${VLMDECODE_GIT_SHA:-$(cat .gitsha 2>/dev/null)}
@@ -12,18 +12,17 @@ case "$1" in
     python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py -v -p no:cacheprovider -o addopts="" \
         --junitxml="$OUT/gpu_tests.xml" 2>&1 | cat /tmp/gpu_info.txt - | tee "$OUT/gpu_test_log.txt"
     python3 -m vlmdecode.cli demo --max-new-tokens 24 2>&1 | tee "$OUT/gpu_demo_log.txt"
+    python3 scripts/h200_graph_memory.py "$OUT/h200_graph_memory.json" 2>&1 | grep -v "plugin EP"
     ;;
   bench-tiny)
     python3 -m vlmdecode.cli bench run --presets tiny --devices cuda --new-tokens 64 --repeats 5 \
-        --out "$OUT" 2>&1 | tail -n 40 | tee /tmp/bench_tiny_log.txt
-    mv "$OUT/bench.csv" "$OUT/h200_bench_tiny.csv"; mv "$OUT/bench.json" "$OUT/h200_bench_tiny.json"
+        --layouts unfused fused fused-cuda --tag h200_bench_tiny --out "$OUT" 2>&1 | tail -n 40
     ;;
   bench-1b)
-    python3 -m vlmdecode.cli build-fixture --preset gemma3-1b --dtype fp16 --out /tmp/vlmcache/gemma3-1b-gqa-fp16 \
-        2>&1 | tail -n 3
-    python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --contexts 128 1024 4096 \
-        --new-tokens 48 --repeats 3 --out "$OUT" 2>&1 | tail -n 40 | tee /tmp/bench_1b_log.txt
-    mv "$OUT/bench.csv" "$OUT/h200_bench_gemma3-1b.csv"; mv "$OUT/bench.json" "$OUT/h200_bench_gemma3-1b.json"
+    # the modes the targets name, every layout, side by side in one process
+    python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --contexts 128 1024 \
+        --modes eager graph device tokenid-graph genai-graph --layouts unfused fused fused-cuda \
+        --new-tokens 48 --repeats 3 --tag h200_bench_gemma3-1b --out "$OUT" 2>&1 | grep -v "plugin EP" | tail -n 40
     ;;
 esac
 if [ "$1" = profile ]; then

@@ -1,66 +1,107 @@
-"""H200 profile: what holds decode back. Device time per step with no host work (replays back to back),
-onnxruntime nodes per step by op type, the bandwidth floor, device mode with k-step queueing, and
-device memory per generation for each graph-id policy. Writes $OUT/h200_profile.json."""
+"""H200 profile: what holds decode back, by decoder layout. Writes $OUT/h200_profile_layouts.json.
+
+For tiny@128 and gemma3-1b@1024 and each layout (unfused, fused, fused-cuda):
+  - device time of one decode step with no host work (replays back to back; eager launches too),
+    the token-id decoder's captured step, onnxruntime nodes per step by op type, the bandwidth floor;
+  - gemma3-1b only, "gemv": the same weight matrices as the fused layout's MatMuls (per layer packed
+    QKV [H, q+2kv], o [q, H], packed gate|up [H, 2I], down [I, H]; then the LM head [H, V]) as
+    independent M=1 fp16 MatMuls in one captured graph: the time onnxruntime's MatMul kernels need
+    just to stream the weights, i.e. the best a decoder built from these kernels could do.
+"""
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import cupy
 import numpy as np
+import onnxruntime
 
 import vlmdecode
-from vlmdecode.bench import copy_bandwidth, decoder_weight_bytes, kv_read_bytes, nodes_per_step, time_pipeline
+from vlmdecode.bench import copy_bandwidth, decoder_weight_bytes, kv_read_bytes, nodes_per_step
 from vlmdecode.cli import ensure_fixture
 from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
-from vlmdecode.processor import demo_image
+from vlmdecode.fixture import load_fixture_config
 from vlmdecode.profiling import prompt_ids, provenance
+from vlmdecode.sessions import make_session
+
+LAYOUTS = ("unfused", "fused", "fused-cuda")
+
+
+def gemv_model(cfg, path: Path) -> int:
+    """Write the independent-MatMul model; returns its weight bytes."""
+    import onnx
+
+    from vlmdecode.fixture.onnxgraph import Graph
+
+    g, rng, H, outs = Graph("gemv"), np.random.default_rng(0), cfg.hidden_size, []
+    xs = {n: g.input(f"x{n}", np.float16, [1, 1, n]) for n in {H, cfg.q_size, cfg.intermediate_size}}
+    shapes = [(H, cfg.q_size + 2 * cfg.kv_size), (cfg.q_size, H), (H, 2 * cfg.intermediate_size),
+              (cfg.intermediate_size, H)] * cfg.num_layers + [(H, cfg.vocab_size)]
+    for i, (k, n) in enumerate(shapes):
+        w = (rng.standard_normal((k, n), dtype=np.float32) * k ** -0.5).astype(np.float16)
+        outs.append(g.op("MatMul", [xs[k], g.init(f"w{i}", w)]))
+    for i, (o, (_, n)) in enumerate(zip(outs, shapes)):
+        g.output(o, f"y{i}", np.float16, [1, 1, n])
+    onnx.save_model(g.model(), str(path), save_as_external_data=True, location=path.name + ".data")
+    return sum(2 * k * n for k, n in shapes)
+
+
+def gemv_ms(cfg, n: int = 200) -> dict:
+    tmp = Path(tempfile.mkdtemp()) / "gemv.onnx"
+    nbytes = gemv_model(cfg, tmp)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    sess = make_session(tmp, "cuda", cuda_graph=True, stream_ptr=int(stream.ptr))
+    io, keep = sess.io_binding(), []
+    with stream:
+        for i in sess.get_inputs():
+            a = cupy.full([1, 1, i.shape[-1]], 0.01, cupy.float16)
+            keep.append(a)
+            io.bind_input(i.name, "cuda", 0, np.float16, a.shape, a.data.ptr)
+        for o in sess.get_outputs():
+            y = cupy.empty(o.shape, cupy.float16)
+            keep.append(y)
+            io.bind_output(o.name, "cuda", 0, np.float16, y.shape, y.data.ptr)
+        ro = onnxruntime.RunOptions()
+        ro.add_run_config_entry("gpu_graph_id", "1")
+        for _ in range(4):  # 2 warm-up runs, capture, one replay
+            sess.run_with_iobinding(io, ro)
+        ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(n):
+            sess.run_with_iobinding(io, ro)
+        end.record()
+        end.synchronize()
+    ms = cupy.cuda.get_elapsed_time(start, end) / n
+    return {"matmuls": 4 * cfg.num_layers + 1, "weight_bytes": nbytes, "replay_ms": ms,
+            "achieved_GBps": nbytes / ms / 1e6}
+
 
 out = {"provenance": provenance()}
 bw = copy_bandwidth()
 out["copy_bandwidth_GBps"] = bw / 1e9
-
-
-def device_pipe(d, **kw):
-    return vlmdecode.load(d, "cuda", "device", **kw)
-
-
 for name, ctx in (("tiny", 128), ("gemma3-1b", 1024)):
-    d = ensure_fixture(name, "gqa", "fp16")
-    p = vlmdecode.load(d, "cuda", "eager")
-    ids = prompt_ids(ctx)
-    x, sx = p.embed(ids, None), p.token_input(42)
     res = {"context": ctx}
-    for mode in ("eager", "graph"):
-        res[f"{mode}_step_device_ms"] = replay_ms(CudaDecoder(p.folder, "cuda", mode), x, sx)
-    tid = vlmdecode.load(Path(d) / "text", "cuda", "graph")
-    res["tokenid_graph_step_device_ms"] = replay_ms(tid.decoder, ids, np.array([[42]], np.int64))
-    res["floor_ms"] = (decoder_weight_bytes(p.folder) + kv_read_bytes(p.folder, ctx)) / bw * 1e3
-    res["ops"] = nodes_per_step(p.folder, "cuda", by_op=True)
-    res["nodes_per_step"] = sum(v["per_step"] for v in res["ops"].values())
-    for k in (1, 4):
-        res[f"device_sync_every_{k}"] = time_pipeline(device_pipe(d, sync_every=k), ctx, 64, 3, 8)
-    res["device_one_graph"] = time_pipeline(device_pipe(d, graph_per_generation=False), ctx, 64, 3, 8)
+    for layout in LAYOUTS:
+        d = ensure_fixture(name, "gqa", "fp16", layout=layout)
+        p = vlmdecode.load(d, "cuda", "eager")
+        ids = prompt_ids(ctx)
+        x, sx = p.embed(ids, None), p.token_input(42)
+        r = {}
+        for mode in ("eager", "graph"):
+            r[f"{mode}_step_device_ms"] = replay_ms(CudaDecoder(p.folder, "cuda", mode), x, sx)
+        tid = vlmdecode.load(Path(d) / "text", "cuda", "graph")
+        r["tokenid_graph_step_device_ms"] = replay_ms(tid.decoder, ids, np.array([[42]], np.int64))
+        r["floor_ms"] = (decoder_weight_bytes(p.folder) + kv_read_bytes(p.folder, ctx)) / bw * 1e3
+        r["ops"] = nodes_per_step(p.folder, "cuda", by_op=True)
+        r["nodes_per_step"] = sum(v["per_step"] for v in r["ops"].values())
+        res[layout] = r
+        print(name, layout, json.dumps({k: v for k, v in r.items() if k != "ops"}), flush=True)
+        del p, tid
+    if name == "gemma3-1b":
+        res["gemv"] = gemv_ms(load_fixture_config(d))
+        print(name, "gemv", json.dumps(res["gemv"]), flush=True)
     out[name] = res
-    print(name, json.dumps({k: v for k, v in res.items() if k != "ops"}, default=str)[:1500], flush=True)
-
-# device memory per generation, by mode and graph-id policy (tiny, 8 tokens a generation)
-d = ensure_fixture("tiny", "gqa", "fp16")
-img, pool, mem = demo_image(32), cupy.get_default_memory_pool(), {}
-for label, make in {
-    "eager": lambda: vlmdecode.load(d, "cuda", "eager"),
-    "graph_fresh_id": lambda: vlmdecode.load(d, "cuda", "graph"),
-    "device_fresh_id": lambda: vlmdecode.load(d, "cuda", "device"),
-    "device_one_graph": lambda: device_pipe(d, graph_per_generation=False),
-}.items():
-    pipe, free = make(), []
-    for n in range(1, 111):
-        pipe.generate("Describe the image.", image=img, max_new_tokens=8, stop=())
-        if n in (10, 110):
-            pool.free_all_blocks()
-            free.append(cupy.cuda.runtime.memGetInfo()[0])
-    mem[label] = {"MiB_per_generation": (free[0] - free[1]) / 2**20 / 100, "counters": pipe.decoder.counters()}
-    print(label, mem[label], flush=True)
-    del pipe
-out["memory"] = mem
-Path(os.environ.get("OUT", "."), "h200_profile.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+Path(os.environ.get("OUT", "."), "h200_profile_layouts.json").write_text(json.dumps(out, indent=2, default=str) + "\n")

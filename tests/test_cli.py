@@ -92,7 +92,7 @@ def test_build_fixture(tmp_path, capfd):
     out_dir = tmp_path / "built"
     rc, out, err = cli(capfd, "build-fixture", "--preset", "tiny", "--out", out_dir)
     assert rc == 0, err
-    assert f"into {out_dir}" in out and "built tiny (gqa, fp32" in out
+    assert f"into {out_dir}" in out and "built tiny (gqa, unfused, fp32" in out
     f = ModelFolder.load(out_dir)
     assert f.is_vlm and f.info.kv_layout == "shared"
     # options flow through; rebuilding over a fixture folder is allowed
@@ -102,6 +102,25 @@ def test_build_fixture(tmp_path, capfd):
     f = ModelFolder.load(out_dir)
     assert f.info.kv_layout == "concat" and f.max_length == 128
     assert json.loads((out_dir / FIXTURE_JSON).read_text())["config"]["seed"] == 3
+
+
+def test_fused_layouts_build_and_cpu_refuses_the_cuda_only_one(tmp_path, capfd):
+    import onnx
+
+    nodes = {}
+    for layout in ("unfused", "fused", "fused-cuda"):
+        rc, out, err = cli(capfd, "build-fixture", "--layout", layout, "--out", tmp_path / layout)
+        assert rc == 0 and f"gqa, {layout}, fp32" in out, err
+        nodes[layout] = len(onnx.load(str(tmp_path / layout / "decoder.onnx")).graph.node)
+    assert nodes["unfused"] > nodes["fused"] > nodes["fused-cuda"]
+    rc, out, err = cli(capfd, "generate", "--model", tmp_path / "fused", "--prompt", "hi", "--max-new-tokens", 2)
+    assert rc == 0, err
+    rc, out, err = cli(capfd, "generate", "--model", tmp_path / "fused-cuda", "--prompt", "hi")
+    assert_bad_input(rc, out, err, "cannot run on cpu", "q_norm_weight", "--layout fused")
+    assert_bad_input(*cli(capfd, "build-fixture", "--layout", "fast", "--out", tmp_path / "x"),
+                     "layout", "unfused, fused, fused-cuda")
+    assert_bad_input(*cli(capfd, "build-fixture", "--layout", "fused", "--attention", "onnx",
+                          "--out", tmp_path / "y"), "layout", "attention='gqa'")
 
 
 def test_build_fixture_into_empty_dir(tmp_path, capfd):

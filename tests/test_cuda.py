@@ -32,6 +32,7 @@ from vlmdecode.sessions import CudaUnavailableError, memcpy_nodes  # noqa: E402
 
 STEPS = 40
 PROMPT = "Describe the image."
+FP16_LAYOUTS = ["fp16", "fused16", "fusedcuda16"]  # unfused, fused, fused-cuda (q/k norms inside GQA)
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,8 @@ def folders(tmp_path_factory):
         "fp32": preset("tiny"),
         "fp16": preset("tiny", dtype="fp16"),
         "onnx16": preset("tiny", dtype="fp16", attention="onnx"),
+        "fused16": preset("tiny", dtype="fp16", layout="fused"),
+        "fusedcuda16": preset("tiny", dtype="fp16", layout="fused-cuda"),
     }.items():
         out[name] = build_fixture(cfg, root / name)
     return out
@@ -57,10 +60,11 @@ def _tokens(folder, device, mode, image, **kw):
     return p.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=(), **kw)
 
 
-def test_cpu_fp32_equals_cuda_fp16_all_modes(folders, image):
+@pytest.mark.parametrize("layout", FP16_LAYOUTS)
+def test_cpu_fp32_equals_cuda_fp16_all_modes(folders, image, layout):
     cpu = _tokens(folders["fp32"], "cpu", None, image).tokens
     for mode in ("eager", "graph", "device"):
-        assert _tokens(folders["fp16"], "cuda", mode, image).tokens == cpu, mode
+        assert _tokens(folders[layout], "cuda", mode, image).tokens == cpu, mode
     assert len(cpu) == STEPS
 
 
@@ -72,12 +76,13 @@ def test_device_mode_embedding_session_path_matches_gather(folders, image):
     assert all(s.h2d_bytes == 0 and s.d2h_bytes <= 8 for s in r.steps[1:])
 
 
-def test_cuda_logits_match_float64_reference_every_step(folders, image):
+@pytest.mark.parametrize("layout", FP16_LAYOUTS)
+def test_cuda_logits_match_float64_reference_every_step(folders, image, layout):
     from vlmdecode.reference import Reference
 
-    p = vlmdecode.load(folders["fp16"], "cuda", "graph")
+    p = vlmdecode.load(folders[layout], "cuda", "graph")
     ids, x = p.prepare(PROMPT, image)
-    ref = Reference.load(folders["fp16"])
+    ref = Reference.load(folders[layout])
     cache = ref.new_cache()
     feats = ref.vision(p.processor.preprocess([image], dtype=np.float32).astype(np.float64))
     r_logits = ref.decode(ref.embed(ids, feats), cache)[:, -1]
@@ -96,7 +101,7 @@ def test_cuda_logits_match_float64_reference_every_step(folders, image):
             r_logits = ref.decode(ref.embed(np.array([[tok]]), None), cache)[:, -1]
     finally:
         dec.end_generation()
-    print(f"worst CUDA fp16 vs float64 relative max error over {STEPS} steps: {worst:.2e}")
+    print(f"{layout}: worst CUDA fp16 vs float64 relative max error over {STEPS} steps: {worst:.2e}")
 
 
 def test_graph_counters(folders, image):
@@ -136,8 +141,9 @@ def test_stale_binding_changes_output_in_eager_but_not_in_graph(folders, image):
     assert not np.allclose(results["eager"][0], results["graph"][0])
 
 
-def test_no_memcpy_nodes_in_captured_decoder(folders):
-    p = vlmdecode.load(folders["fp16"], "cuda", "graph")
+@pytest.mark.parametrize("layout", FP16_LAYOUTS)
+def test_no_memcpy_nodes_in_captured_decoder(folders, layout):
+    p = vlmdecode.load(folders[layout], "cuda", "graph")
     assert memcpy_nodes(p.decoder.session) == []
 
 
@@ -204,15 +210,16 @@ def test_token_id_decoder_graph_equals_embeds_decoder(folders, image):
     assert d.tokens == a.tokens
 
 
-def test_genai_cuda_same_tokens(folders, image):
+@pytest.mark.parametrize("layout", FP16_LAYOUTS)
+def test_genai_cuda_same_tokens(folders, image, layout):
     peer = pytest.importorskip("vlmdecode.peer")
     if not peer.genai_available():
         pytest.skip("onnxruntime-genai not installed")
-    p = vlmdecode.load(folders["fp16"], "cuda", "graph")
+    p = vlmdecode.load(folders[layout], "cuda", "graph")
     ids, _ = p.prepare(PROMPT, image)
     px = p.processor.preprocess([image], dtype=np.float16)
     ours = p.generate(PROMPT, image=image, max_new_tokens=16, stop=()).tokens
-    theirs = peer.genai_greedy(folders["fp16"], ids[0], 16, pixel_values=px, device="cuda", cuda_graph=True)
+    theirs = peer.genai_greedy(folders[layout], ids[0], 16, pixel_values=px, device="cuda", cuda_graph=True)
     assert theirs.tokens[: len(ours)] == ours[: len(theirs.tokens)] and len(theirs.tokens) > 0
 
 

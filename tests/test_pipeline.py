@@ -37,13 +37,18 @@ N = 24
 TINY = preset("tiny")
 H, V = TINY.hidden_size, TINY.vocab_size
 STEP_H2D = H * 4 + 16  # fp32 embedding [1,1,H] + position_ids (8) + one mask slot (8)
-VARIANTS = ["gqa", "onnx"]
+VARIANTS = ["gqa", "gqa-fused", "onnx"]  # gqa-fused: layout="fused" (packed MatMuls, rotary in GQA, skip-norms)
+
+
+def variant_config(variant: str):
+    attention, _, layout = variant.partition("-")
+    return preset("tiny", attention=attention, layout=layout or "unfused")
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("pipeline")
-    return {a: build_fixture(preset("tiny", attention=a), root / a) for a in VARIANTS}
+    return {a: build_fixture(variant_config(a), root / a) for a in VARIANTS}
 
 
 @pytest.fixture(scope="module")
@@ -484,7 +489,7 @@ def test_decoder_bounds_and_ortvalue_prompt(folders, pipes, variant):
     kv = pipes[variant].decoder.kv
     run(pipes[variant], n=3)
     per_row = 2 * TINY.num_layers * TINY.num_kv_heads * TINY.head_dim * 4
-    rows = TINY.max_length if variant == "gqa" else pipes[variant].decoder.position
+    rows = TINY.max_length if variant.startswith("gqa") else pipes[variant].decoder.position
     assert kv.nbytes == per_row * rows
 
 
@@ -506,6 +511,8 @@ def test_cpu_sessions(folders, tmp_path):
     path = folders["gqa"] / "decoder.onnx"
     with pytest.raises(ValueError, match="cuda_graph"):
         make_session(path, "cpu", cuda_graph=True)
+    with pytest.raises(ValueError, match="CUDA provider options.*cpu"):
+        make_session(path, "cpu", provider_options={"arena_extend_strategy": "kSameAsRequested"})
     sess = make_session(path, "cpu", threads=1, profile_prefix=str(tmp_path / "prof"))
     nodes = node_assignment(sess)
     assert nodes and {ep for ep, _, _ in nodes} == {"CPUExecutionProvider"}
@@ -526,3 +533,6 @@ def test_cuda_provider_but_no_gpu(folders, monkeypatch):
         vlmdecode.load(folders["gqa"], "cuda:0")
     with pytest.raises(CudaUnavailableError, match="no GPU"):
         make_session(folders["gqa"] / "vision.onnx", "cuda")
+    monkeypatch.setattr(sessions, "cuda_device_count", lambda: 1)
+    with pytest.raises(ValueError, match="'enable_cuda_graph' is set by vlmdecode"):
+        make_session(folders["gqa"] / "vision.onnx", "cuda", provider_options={"enable_cuda_graph": "1"})

@@ -193,24 +193,30 @@ def ort_and_ref(lm: OrtLM, ref: Reference, cache, x, mask=None, pos=None):
 
 
 # ---- ORT vs reference ---------------------------------------------------------------------------
-@pytest.mark.parametrize("attention,static_mask", [("gqa", True), ("gqa", False), ("onnx", False)],
-                         ids=["gqa-static-mask", "gqa-current-mask", "onnx"])
-def test_vlm_matches_reference_fp32(build, attention, static_mask):
-    errs = vlm_errors(build(attention=attention), static_mask)
+VARIANTS = [dict(attention="gqa"), dict(attention="gqa", layout="fused"), dict(attention="onnx")]
+VARIANT_IDS = ["gqa", "gqa-fused", "onnx"]
+
+
+@pytest.mark.parametrize("variant,static_mask", [(VARIANTS[0], True), (VARIANTS[0], False), (VARIANTS[1], True),
+                                                 (VARIANTS[1], False), (VARIANTS[2], False)],
+                         ids=["gqa-static-mask", "gqa-current-mask", "gqa-fused-static-mask",
+                              "gqa-fused-current-mask", "onnx"])
+def test_vlm_matches_reference_fp32(build, variant, static_mask):
+    errs = vlm_errors(build(**variant), static_mask)
     for stage, (rel, peak) in errs.items():
         assert rel < FP32_TOL and peak < FP32_TOL, (stage, rel, peak)
 
 
-@pytest.mark.parametrize("attention", ["gqa", "onnx"])
-def test_vlm_matches_reference_fp16(build, attention):
-    errs = vlm_errors(build(attention=attention, dtype="fp16"))
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_vlm_matches_reference_fp16(build, variant):
+    errs = vlm_errors(build(**variant, dtype="fp16"))
     for stage, (rel, peak) in errs.items():
         assert rel < FP16_TOL and peak < FP16_TOL, (stage, rel, peak)
 
 
-@pytest.mark.parametrize("attention", ["gqa", "onnx"])
-def test_token_id_decoder_matches_reference(build, attention):
-    d = build(attention=attention)
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_token_id_decoder_matches_reference(build, variant):
+    d = build(**variant)
     cfg, ref = load_fixture_config(d), Reference.load(d, text_only=True)
     ids = np.random.default_rng(1).integers(9, 265, (1, PROMPT))
     tokens, ref_logits = ref.greedy(ids, STEPS + 1)  # ref_logits[t]: [1,V] that chose tokens[:, t]
@@ -276,11 +282,11 @@ def test_gqa_mask_is_a_count(build):
     assert max(errors(got, want)) < FP32_TOL
 
 
-@pytest.mark.parametrize("attention", ["gqa", "onnx"])
-def test_position_ids_matter(build, attention):
+@pytest.mark.parametrize("variant", VARIANTS, ids=VARIANT_IDS)
+def test_position_ids_matter(build, variant):
     """Rotary is relative: shifting every position by 5 changes nothing (up to rounding), while
     shifting only the new token's position changes its logits, as the reference predicts."""
-    d = build(attention=attention)
+    d = build(**variant)
     cfg, ref, lm, cache, x = prefilled(d)
     T = PROMPT + 1
     base, _ = ort_and_ref(lm, ref, cache, x)

@@ -175,13 +175,12 @@ def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
 
 # ---- the matrix ------------------------------------------------------------------------------
 def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, new_tokens=64, repeats=3, skip=8,
-               peer=True, out_dir="data/results", root=None, tag="bench", log=print, progress=True):
+               peer=True, out_dir="data/results", root=None, tag="bench", log=print, progress=True,
+               layouts=("unfused",)):
     import pandas as pd
-    from tqdm.auto import tqdm
 
     import vlmdecode
 
-    from .cli import ensure_fixture
     from .devices import parse_device
 
     rows, prov = [], provenance()
@@ -192,40 +191,58 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
             bw = copy_bandwidth()
             prov["copy_bandwidth_GBps"] = bw / 1e9
         for name in presets:
-            dtype = "fp16" if dev.is_cuda else "fp32"
-            folder_dir = ensure_fixture(name, "gqa", dtype, root)
-            want = list(modes or (CUDA_MODES if dev.is_cuda else CPU_MODES))
-            if not peer:
-                want = [m for m in want if not m.startswith("genai")]
-            ctxs = contexts or CONTEXTS.get(name, [128])
-            pipes = {}
-            bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {name} {dev}", unit="scenario", disable=not progress)
-            for mode in want:
-                for ctx in ctxs:
-                    bar.set_postfix_str(f"{mode} ctx {ctx}")
-                    base = dict(preset=name, dtype=dtype, device=str(dev), mode=mode, context=ctx)
-                    try:
-                        row = _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes)
-                    except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
-                        row = dict(error=f"{type(e).__name__}: {e}"[:300])
-                    row.update(base)
-                    if dev.is_cuda and "per_token_ms" in row:
-                        folder = next(iter(pipes.values())).folder if pipes else vlmdecode.load(folder_dir).folder
-                        floor = (decoder_weight_bytes(folder) + kv_read_bytes(folder, ctx)) / bw * 1e3
-                        row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
-                    log(json.dumps(row, default=str))
-                    rows.append(row)
-                    _write(out_dir, tag, rows, prov)  # after every row: a cut-off run keeps what it measured
-                    bar.update(1)
-            bar.close()
-            if dev.is_cuda and pipes:
-                try:
-                    prov[f"nodes_per_step[{name}]"] = nodes_per_step(next(iter(pipes.values())).folder, str(dev))
-                except Exception as e:  # noqa: BLE001
-                    prov[f"nodes_per_step[{name}]"] = f"unavailable: {e}"
-            pipes.clear()
+            for layout in layouts:
+                _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_tokens, repeats, skip,
+                            bw, rows, prov, out_dir, tag, log, progress)
     _write(out_dir, tag, rows, prov)
     return pd.DataFrame(rows)
+
+
+def _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_tokens, repeats, skip, bw, rows, prov,
+                out_dir, tag, log, progress):
+    """Every (mode, context) scenario of one preset and layout on one device; rows appended as measured."""
+    from tqdm.auto import tqdm
+
+    from .cli import ensure_fixture
+    from .modelfolder import ModelFolder
+
+    dtype = "fp16" if dev.is_cuda else "fp32"
+    if layout == "fused-cuda" and not dev.is_cuda:
+        return  # onnxruntime's CPU GroupQueryAttention has no q/k-norm inputs
+    folder_dir = ensure_fixture(name, "gqa", dtype, root, layout=layout)
+    want = list(modes or (CUDA_MODES if dev.is_cuda else CPU_MODES))
+    if not peer:
+        want = [m for m in want if not m.startswith("genai")]
+    if layout != "unfused":  # the onnx-attention build has one layout only
+        want = [m for m in want if m != "naive-concat"]
+    ctxs = contexts or CONTEXTS.get(name, [128])
+    pipes = {}
+    key = f"{name}/{layout}"
+    bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {key} {dev}", unit="scenario", disable=not progress)
+    for mode in want:
+        for ctx in ctxs:
+            bar.set_postfix_str(f"{mode} ctx {ctx}")
+            base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, context=ctx)
+            try:
+                row = _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes)
+            except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
+                row = dict(error=f"{type(e).__name__}: {e}"[:300])
+            row.update(base)
+            if dev.is_cuda and "per_token_ms" in row:
+                folder = ModelFolder.load(folder_dir)
+                floor = (decoder_weight_bytes(folder) + kv_read_bytes(folder, ctx)) / bw * 1e3
+                row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
+            log(json.dumps(row, default=str))
+            rows.append(row)
+            _write(out_dir, tag, rows, prov)  # after every row: a cut-off run keeps what it measured
+            bar.update(1)
+    bar.close()
+    if dev.is_cuda and pipes:
+        try:
+            prov[f"nodes_per_step[{key}]"] = nodes_per_step(ModelFolder.load(folder_dir), str(dev))
+        except Exception as e:  # noqa: BLE001
+            prov[f"nodes_per_step[{key}]"] = f"unavailable: {e}"
+    pipes.clear()
 
 
 def _write(out_dir, tag, rows, prov) -> None:
@@ -261,11 +278,12 @@ def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes
 
 
 def cli_fixture(folder_dir, attention: str) -> Path:
-    """The sibling fixture folder with another attention kind (cache layout: NAME-ATTENTION-DTYPE)."""
+    """The sibling fixture folder (same preset and dtype) with another attention kind, unfused."""
     from .cli import ensure_fixture
+    from .fixture import load_fixture_config
 
-    name, _, dtype = Path(folder_dir).name.rsplit("-", 2)
-    return ensure_fixture(name, attention, dtype, Path(folder_dir).parent)
+    cfg = load_fixture_config(folder_dir)
+    return ensure_fixture(cfg.name, attention, cfg.dtype, Path(folder_dir).parent)
 
 
 def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):
@@ -276,8 +294,11 @@ def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):
     """
     import pandas as pd
 
-    key = ["preset", "device", "mode", "context"]
     base, new = pd.read_csv(base_csv), pd.read_csv(new_csv)
+    for t in (base, new):  # results from before layouts existed were all unfused
+        if "layout" not in t:
+            t["layout"] = "unfused"
+    key = ["preset", "layout", "device", "mode", "context"]
     t = base[key + ["per_token_ms", "spread"]].merge(new[key + ["per_token_ms", "spread"]], on=key,
                                                       suffixes=("_base", "_new"))
     t["change_pct"] = (t["per_token_ms_new"] / t["per_token_ms_base"] - 1) * 100

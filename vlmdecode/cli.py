@@ -17,15 +17,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("VLMDECODE_CACHE", Path.home() / ".cache" / "vlmdecode"))
 
 
-def ensure_fixture(name: str = "tiny", attention: str = "gqa", dtype: str = "fp32", root: Path | None = None) -> Path:
-    """The fixture folder for (preset, attention, dtype) in the cache, built if missing or stale."""
+def ensure_fixture(name: str = "tiny", attention: str = "gqa", dtype: str = "fp32", root: Path | None = None,
+                   layout: str = "unfused") -> Path:
+    """The fixture folder for (preset, attention, dtype, layout) in the cache, built if missing or stale."""
     import json
 
     from .fixture import build_fixture, preset
     from .fixture.build import BUILDER_VERSION, FIXTURE_JSON
 
-    cfg = preset(name, attention=attention, dtype=dtype)
-    out = (root or cache_dir()) / f"{name}-{attention}-{dtype}"
+    cfg = preset(name, attention=attention, dtype=dtype, layout=layout)
+    out = (root or cache_dir()) / (f"{name}-{attention}-{dtype}" + ("" if layout == "unfused" else f"-{layout}"))
     meta = out / FIXTURE_JSON
     if meta.is_file():
         import dataclasses
@@ -74,13 +75,14 @@ def cmd_build(args) -> int:
     from .fixture import build_fixture, preset
     from .fixture.build import FIXTURE_JSON
 
-    cfg = preset(args.preset, attention=args.attention, dtype=args.dtype, seed=args.seed, max_length=args.max_length)
+    cfg = preset(args.preset, attention=args.attention, dtype=args.dtype, seed=args.seed, max_length=args.max_length,
+                 layout=args.layout)
     target = Path(args.out)
     # build_fixture replaces the folder: only ever an empty one or an earlier fixture, never arbitrary files
     if target.exists() and not (target.is_dir() and (not any(target.iterdir()) or (target / FIXTURE_JSON).is_file())):
         raise ValueError(f"--out {target} is neither an empty folder nor a fixture folder: refusing to replace")
     out = build_fixture(cfg, target, progress=True)
-    print(f"built {cfg.name} ({cfg.attention}, {cfg.dtype}, seed {cfg.seed}) into {out}")
+    print(f"built {cfg.name} ({cfg.attention}, {cfg.layout}, {cfg.dtype}, seed {cfg.seed}) into {out}")
     return 0
 
 
@@ -109,7 +111,7 @@ def cmd_bench(args) -> int:
         return 1 if table["regression"].any() else 0
     rows = bench.run_matrix(presets=args.presets, devices=args.devices, modes=args.modes, contexts=args.contexts,
                             new_tokens=args.new_tokens, repeats=args.repeats, peer=not args.no_peer,
-                            out_dir=args.out, root=cache_dir())
+                            out_dir=args.out, root=cache_dir(), layouts=args.layouts, tag=args.tag)
     print(rows.to_string(index=False))
     return 0
 
@@ -122,6 +124,7 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build-fixture", help="build a fixture model folder")
     b.add_argument("--preset", default="tiny")
     b.add_argument("--attention", default="gqa")
+    b.add_argument("--layout", default="unfused", help="decoder node layout: unfused, fused, fused-cuda")
     b.add_argument("--dtype", default="fp32")
     b.add_argument("--seed", type=int, default=None)
     b.add_argument("--max-length", type=int, default=None)
@@ -150,6 +153,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--new-tokens", type=int, default=64)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--no-peer", action="store_true")
+    r.add_argument("--layouts", nargs="+", default=["unfused"], help="decoder layouts to build and time")
+    r.add_argument("--tag", default="bench", help="results file stem: OUT/TAG.csv, OUT/TAG.json")
     r.add_argument("--out", default="data/results")
     c = bsub.add_parser("compare")
     c.add_argument("base")

@@ -31,6 +31,7 @@ class Signature:
     inputs: dict
     outputs: dict
     ops: frozenset
+    cuda_only: str = ""  # why onnxruntime's CPU provider cannot run this graph ("" = it can)
 
     @staticmethod
     def read(path: Path) -> Signature:
@@ -49,7 +50,17 @@ class Signature:
                 out[v.name] = (_ONNX_DTYPES.get(t.elem_type, t.elem_type), shape)
             return out
 
-        return Signature(sig(m.graph.input), sig(m.graph.output), frozenset(n.op_type for n in m.graph.node))
+        return Signature(sig(m.graph.input), sig(m.graph.output), frozenset(n.op_type for n in m.graph.node),
+                         _cuda_only(m.graph))
+
+
+def _cuda_only(graph) -> str:
+    """onnxruntime 1.31's CPU GroupQueryAttention rejects q_norm_weight / k_norm_weight (inputs 14, 15)."""
+    for n in graph.node:
+        if n.op_type == "GroupQueryAttention" and any(n.input[14:16]):
+            return (f"its GroupQueryAttention node {n.name!r} applies the q/k RMSNorms itself (q_norm_weight, "
+                    "k_norm_weight), which onnxruntime implements on CUDA only")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,14 @@ class ModelFolder:
     image_token_id: int | None
     vocab_size: int
     raw: dict
+
+    def require_cpu_support(self) -> None:
+        """Raise ModelFolderError when the decoder cannot run on onnxruntime's CPU provider."""
+        if self.decoder.signature.cuda_only:
+            raise ModelFolderError(
+                f"{self.decoder.path.name} cannot run on cpu: {self.decoder.signature.cuda_only}; use a CUDA "
+                "device, or build the fixture with --layout fused (norms as separate nodes)"
+            )
 
     @property
     def is_vlm(self) -> bool:

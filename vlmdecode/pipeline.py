@@ -280,6 +280,7 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
         if mode not in (None, *MODES_CPU):
             raise ValueError(f"mode {mode!r} is not available on cpu: allowed {MODES_CPU} (CUDA modes: {MODES_CUDA})")
         mode = "resident"
+        folder.require_cpu_support()
         decoder = CpuDecoder(folder, make_session(folder.decoder.path, device, threads=threads), max_length=max_length)
         sess = lambda c: make_session(c.path, device, threads=threads)  # noqa: E731
     vision = sess(folder.vision) if folder.vision else None

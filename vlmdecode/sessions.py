@@ -67,9 +67,14 @@ def session_options(*, log_severity: int = 3, profile_prefix: str | None = None,
 
 def make_session(path: str | Path, device: Device | str = "cpu", *, cuda_graph: bool = False,
                  stream_ptr: int | None = None, log_severity: int = 3, profile_prefix: str | None = None,
-                 threads: int = 0):
-    """An InferenceSession for `path` on `device`. CUDA sessions are checked; never a CPU fallback."""
+                 threads: int = 0, provider_options: dict | None = None):
+    """An InferenceSession for `path` on `device`. CUDA sessions are checked; never a CPU fallback.
+
+    provider_options: extra CUDA provider options (e.g. arena_extend_strategy); the ones this function
+    sets itself (device_id, enable_cuda_graph, user_compute_stream) are refused."""
     device = parse_device(device)
+    if provider_options and not device.is_cuda:
+        raise ValueError(f"provider_options {sorted(provider_options)} are CUDA provider options; device is cpu")
     so = session_options(log_severity=log_severity, profile_prefix=profile_prefix, threads=threads)
     if not device.is_cuda:
         if cuda_graph:
@@ -80,6 +85,10 @@ def make_session(path: str | Path, device: Device | str = "cpu", *, cuda_graph: 
     opts = {"device_id": str(device.index), "enable_cuda_graph": "1" if cuda_graph else "0"}
     if stream_ptr is not None:
         opts["user_compute_stream"] = str(stream_ptr)
+    for key, value in (provider_options or {}).items():
+        if key in ("device_id", "enable_cuda_graph", "user_compute_stream"):
+            raise ValueError(f"provider option {key!r} is set by vlmdecode (device, mode, stream), not by callers")
+        opts[key] = str(value)
     try:
         sess = ort().InferenceSession(str(path), so, providers=[("CUDAExecutionProvider", opts)])
     except Exception as e:

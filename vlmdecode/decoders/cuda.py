@@ -110,7 +110,8 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
 class CudaDecoder(BoundDecoder):
     def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
                  max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
-                 profile_prefix: str | None = None, graph_per_generation: bool = True, time_steps: bool = False):
+                 profile_prefix: str | None = None, graph_per_generation: bool = True, time_steps: bool = False,
+                 provider_options: dict | None = None):
         import cupy
 
         self.cp = cupy
@@ -134,7 +135,7 @@ class CudaDecoder(BoundDecoder):
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.stream_ptr = int(self.stream.ptr)
         session = make_session(folder.decoder.path, device, cuda_graph=mode != "eager", stream_ptr=self.stream_ptr,
-                               profile_prefix=profile_prefix)
+                               profile_prefix=profile_prefix, provider_options=provider_options)
         with self.stream:
             super().__init__(folder, session, device, None, max_length)
             self._check_device_memory()
