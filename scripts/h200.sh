@@ -26,5 +26,12 @@ case "$1" in
     ;;
 esac
 if [ "$1" = profile ]; then
-  python3 -X faulthandler scripts/h200_profile.py > "$OUT/h200_profile_log.txt" 2>&1; echo "profile exit $?"; grep -v "plugin EP" "$OUT/h200_profile_log.txt" | tail -n 40
+  timeout 330 python3 -X faulthandler scripts/h200_profile.py > "$OUT/h200_profile_log.txt" 2>&1
+  echo "profile exit $?"; grep -v "plugin EP" "$OUT/h200_profile_log.txt" | tail -n 12
+  for layout in unfused fused-cuda; do  # per-kernel GPU time of one eager step (Nsight Compute)
+    timeout 150 /usr/local/cuda/bin/ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
+      --log-file "/tmp/kernels_$layout.csv" python3 scripts/h200_kernels.py run $layout > /tmp/ncu_$layout.log 2>&1
+    echo "ncu $layout exit $?"; grep -v "plugin EP" /tmp/ncu_$layout.log | tail -n 3
+  done
+  python3 scripts/h200_kernels.py summarize "$OUT/h200_kernels.json" /tmp/kernels_*.csv 2>&1 | tail -n 6
 fi

@@ -536,3 +536,18 @@ def test_cuda_provider_but_no_gpu(folders, monkeypatch):
     monkeypatch.setattr(sessions, "cuda_device_count", lambda: 1)
     with pytest.raises(ValueError, match="'enable_cuda_graph' is set by vlmdecode"):
         make_session(folders["gqa"] / "vision.onnx", "cuda", provider_options={"enable_cuda_graph": "1"})
+
+
+def test_embedding_table_rows_are_the_embedding_models_output(folders, pipes):
+    from vlmdecode.embedtable import embedding_table
+
+    pipe = pipes["gqa"]
+    table = embedding_table(pipe.folder, np.float32)
+    assert table.shape == (V, H) and not table.flags.writeable
+    for tok in (0, 9, 100, V - 1):
+        np.testing.assert_array_equal(table[tok], pipe.embed(np.array([[tok]]), None)[0, 0])
+        np.testing.assert_array_equal(pipe.token_input(tok)[0, 0], table[tok])
+    np.testing.assert_array_equal(table[IMAGE_TOKEN_ID], table[0])  # no row of its own: pad's
+    assert embedding_table(pipe.folder, np.float32) is table  # built once per folder
+    with pytest.raises(ValueError, match="no embedding component"):
+        embedding_table(pipes["gqa/text"].folder, np.float32)

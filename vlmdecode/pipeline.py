@@ -7,7 +7,8 @@
                                         ▼
                  decoder.prefill(inputs_embeds) -> logits [V]     (KV written in place, stays resident)
     loop:  sampler(logits) -> token ─► embedding(token) [1,1,H] ─► decoder.step -> logits [V]
-           (mode "device": sampling and the token's embedding run on the GPU; only the id comes back)
+           (embedding(token): a row of embedtable's [V,H] table, the embedding model's own output for
+            that id; mode "device": sampling and that row's gather run on the GPU; only the id comes back)
     detokenizer: StreamDecoder(token) -> text pieces
 
 Whether the decoder takes inputs_embeds or input_ids comes from its declared inputs (modelfolder).
@@ -23,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .devices import Device, parse_device
+from .embedtable import embedding_table
 from .modelfolder import ModelFolder
 from .processor import Processor
 from .sampling import Sampler, SamplingParams
@@ -72,15 +74,16 @@ class Pipeline:
     """Processor -> vision (prompt only) -> embedding -> decoder -> sampler -> detokenizer."""
 
     def __init__(self, folder: ModelFolder, device: Device, mode: str, processor: Processor | None,
-                 vision, embedding, embedding_host, decoder):
+                 vision, embedding, decoder):
         self.folder, self.device, self.mode = folder, device, mode
         self.processor = processor
-        self.vision, self.embedding, self.embedding_host = vision, embedding, embedding_host
+        self.vision, self.embedding = vision, embedding
         self.decoder = decoder
         self.transfers: Transfers = decoder.transfers
         self.vision_runs = 0
         self._features: dict[str, np.ndarray] = {}
         self.dtype = np.dtype(folder.info.dtype)
+        self._table = None  # embedtable rows, built on the first decode step
         if folder.embedding is not None:
             shape = folder.embedding.signature.inputs[folder.embedding.inputs["image_features"]][1]
             self._empty_features = np.zeros([0 if isinstance(d, str) else d for d in shape], self.dtype)
@@ -120,7 +123,9 @@ class Pipeline:
                 f"the model generated the image soft token (id {token}) {at}and the embedding model cannot "
                 f"embed it without image features; pass stop=[{token}, ...] to end generation there"
             )
-        return self.embed(ids, None, session=self.embedding_host)
+        if self._table is None:
+            self._table = embedding_table(self.folder, self.dtype)
+        return self._table[token][None, None]  # [1,1,H]: the embedding model's output for this id
 
     def _check_length(self, prompt_len: int, max_new_tokens: int) -> None:
         limit = self.decoder.max_length
@@ -285,5 +290,4 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
         sess = lambda c: make_session(c.path, device, threads=threads)  # noqa: E731
     vision = sess(folder.vision) if folder.vision else None
     embedding = sess(folder.embedding) if folder.embedding else None
-    embedding_host = make_session(folder.embedding.path, "cpu") if (folder.embedding and device.is_cuda) else embedding
-    return Pipeline(folder, device, mode, processor, vision, embedding, embedding_host, decoder)
+    return Pipeline(folder, device, mode, processor, vision, embedding, decoder)

@@ -2,10 +2,10 @@
 
     eager   each step uploads the token's embedding [1,1,H] (+ position, mask slot) and runs the
             decoder uncaptured; logits [V] come back for host sampling   (the inherited baseline)
-    graph   the same step captured once as a CUDA graph (fresh gpu_graph_id per generation,
-            released at its end); each step copies the embedding into the bound buffer and replays
-    device  the token never leaves the GPU: one fused kernel takes the argmax (or a CuPy sampler's
-            draw), writes the token's embedding straight into the decoder's bound inputs_embeds
+    graph   the same step captured once as a CUDA graph; each step copies the embedding into the
+            bound buffer and replays. Graph ids: see below.
+    device  the token never leaves the GPU: two small kernels take the argmax (or a CuPy sampler's
+            draw), write the token's embedding straight into the decoder's bound inputs_embeds
             buffer (a gather from the embedding table, or the embedding session on CUDA writing
             into it), sets position_ids and the mask slot; the host reads back 8 bytes per token
 
@@ -14,6 +14,14 @@ replays are ordered without host syncs; device mode also sets
 `disable_synchronize_execution_providers` and syncs only when it reads token ids (every
 `sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are
 checked in `check_mode` with errors that state the contract. Not here: the prompt path (pipeline).
+
+Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
+Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
+because every buffer the graph reads or writes is the decoder's own and never moves. With
+graph_per_generation=True each generation captures under a fresh id and calls
+release_captured_graph at its end; with onnxruntime-gpu 1.31.1 that leaks ~0.29 MiB of device
+memory per generation, the same with or without the release call (data/results/h200_graph_memory.json),
+so it is not the default.
 """
 
 from __future__ import annotations
@@ -32,43 +40,66 @@ from .buffers import Buffer, allocate
 MODES = ("eager", "graph", "device")
 EMBED_VIA = ("gather", "session")
 ORT_WARMUP_RUNS = 2  # onnxruntime's CUDA EP runs a graph id this many times uncaptured, then captures
+ARGMAX_BLOCKS = 256  # argmax_partial's grid: 256 x 256 threads read a 262144-entry row in 4 strided passes
 _graph_ids = itertools.count(1)  # process-wide: two decoders never share a gpu_graph_id
 
+# Greedy pick in two launches. argmax_partial: ARGMAX_BLOCKS blocks each reduce a strided share of the
+# logits row to (max, first index of it) -- one block alone streaming a 262144-entry row took ~0.15 ms
+# on the H200, as long as the partials' fan-in is short. advance: one block reduces the partials (or
+# takes a token sampled elsewhere) and writes the next step's decoder inputs on the device.
 _KERNEL = r"""
 #include <cuda_fp16.h>
 #define TO_F(x) (float)(x)
 #define INF_F __int_as_float(0x7f800000)
 #define NAN_F __int_as_float(0x7fc00000)
+
+// (a, ia) <- the better of (a, ia), (b, ib): NaN wins (reported), then larger, then the smaller index
+__device__ __forceinline__ void better(float& a, long long& ia, float b, long long ib) {
+    if (b != b || (a == a && (b > a || (b == a && ib < ia)))) { a = b; ia = ib; }
+}
+
+__device__ void block_reduce(float* v, long long* idx, int tid) {
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) { float a = v[tid]; long long ia = idx[tid]; better(a, ia, v[tid + s], idx[tid + s]);
+                       v[tid] = a; idx[tid] = ia; }
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void argmax_partial(const T* logits, const int V, float* part_v, long long* part_i)
+{
+    __shared__ float v[256];
+    __shared__ long long idx[256];
+    const int tid = threadIdx.x;
+    float bv = -INF_F; long long bi = 0x7fffffffffffffffLL; int bad = 0;
+    for (long long i = (long long)blockIdx.x * blockDim.x + tid; i < V; i += (long long)gridDim.x * blockDim.x) {
+        float x = TO_F(logits[i]);
+        if (x != x || x == INF_F) bad = 1;
+        if (x > bv || bi == 0x7fffffffffffffffLL) { bv = x; bi = i; }  // strided: the first max of this share
+    }
+    v[tid] = bad ? NAN_F : bv; idx[tid] = bi;
+    block_reduce(v, idx, tid);
+    if (tid == 0) { part_v[blockIdx.x] = v[0]; part_i[blockIdx.x] = idx[0]; }
+}
+
 extern "C" __global__ void advance(
-    const T* logits, const int V,          // [V]: this step's logits row
-    const long long* given,                 // [1]: a token sampled elsewhere, or NULL -> argmax here
+    const float* part_v, const long long* part_i, const int nparts,  // argmax_partial's output
+    const long long* given,                 // [1]: a token sampled elsewhere, or NULL -> reduce the partials
     const T* table, const int H, T* x_out,  // [V,H] embedding rows -> [H] decoder input, or table NULL
     long long* id_out,                      // [1]: the token as an input id (embedding session / id decoder)
     long long* ring, const int slot,        // [k]: token ids the host reads every k steps (-1: non-finite)
     long long* pos, long long* mask, long long* t_dev)
 {
-    __shared__ float best_v[1024];
-    __shared__ long long best_i[1024];
+    __shared__ float v[1024];
+    __shared__ long long idx[1024];
     __shared__ long long tok;
     const int tid = threadIdx.x;
     if (given == NULL) {
-        float bv = -INF_F; long long bi = 0; int bad = 0;
-        for (int i = tid; i < V; i += blockDim.x) {
-            float v = TO_F(logits[i]);
-            if (v != v || v == INF_F) bad = 1;
-            if (v > bv) { bv = v; bi = i; }   // strided scan: the first max of this thread's share
-        }
-        best_v[tid] = bad ? NAN_F : bv; best_i[tid] = bi;
-        __syncthreads();
-        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if (tid < s) {
-                float a = best_v[tid], b = best_v[tid + s];
-                long long ia = best_i[tid], ib = best_i[tid + s];
-                if (b != b || (a == a && (b > a || (b == a && ib < ia)))) { best_v[tid] = b; best_i[tid] = ib; }
-            }
-            __syncthreads();
-        }
-        if (tid == 0) tok = (best_v[0] != best_v[0]) ? -1 : best_i[0];
+        v[tid] = tid < nparts ? part_v[tid] : -INF_F;
+        idx[tid] = tid < nparts ? part_i[tid] : 0x7fffffffffffffffLL;
+        block_reduce(v, idx, tid);
+        if (tid == 0) tok = (v[0] != v[0]) ? -1 : idx[0];
     } else if (tid == 0) {
         tok = given[0];
     }
@@ -86,6 +117,20 @@ extern "C" __global__ void advance(
     }
 }
 """
+
+
+def device_kernels(dtype):
+    """(argmax_partial, advance) compiled for logits/embeddings of `dtype` (float16 or float32)."""
+    import cupy
+
+    ctype = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float"}[np.dtype(dtype)]
+    module = cupy.RawModule(code=_KERNEL.replace("T*", f"{ctype}*"))
+    return module.get_function("argmax_partial"), module.get_function("advance")
+
+
+def argmax_blocks(vocab: int) -> int:
+    """argmax_partial's grid for a row of `vocab` logits: blocks of 256 threads, at most ARGMAX_BLOCKS."""
+    return int(min(ARGMAX_BLOCKS, -(-vocab // 256)))
 
 
 def check_mode(mode: str, folder: ModelFolder) -> str:
@@ -110,7 +155,7 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
 class CudaDecoder(BoundDecoder):
     def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
                  max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
-                 profile_prefix: str | None = None, graph_per_generation: bool = True, time_steps: bool = False,
+                 profile_prefix: str | None = None, graph_per_generation: bool = False, time_steps: bool = False,
                  provider_options: dict | None = None):
         import cupy
 
@@ -124,8 +169,7 @@ class CudaDecoder(BoundDecoder):
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         self.embed_via, self.sync_every = embed_via, sync_every
-        # False: one gpu_graph_id for the decoder's lifetime. Safe because every bound buffer is the
-        # decoder's own and never moves; the graph is captured once and replayed by every generation.
+        # False (default): one gpu_graph_id for the decoder's life, captured once (module docstring)
         self.graph_per_generation = graph_per_generation
         # time_steps: a CUDA event pair around every decoder run (profiling only; off in the timed loop)
         self.step_events: list | None = [] if time_steps else None
@@ -208,8 +252,8 @@ class CudaDecoder(BoundDecoder):
         self.runs_this_graph += 1
         if self.runs_this_graph == ORT_WARMUP_RUNS + 1:
             self.captured += 1
-        else:
-            self.replayed += 1
+        elif self.runs_this_graph > ORT_WARMUP_RUNS + 1:
+            self.replayed += 1  # runs 1..ORT_WARMUP_RUNS ran uncaptured: counters() counts them as eager
 
     def step(self, x: np.ndarray) -> np.ndarray:
         with self.stream:
@@ -224,9 +268,11 @@ class CudaDecoder(BoundDecoder):
 
     # ---- device loop ------------------------------------------------------------------------------
     def _init_device_loop(self) -> None:
-        cp, info = self.cp, self.info
-        ctype = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float"}[self.dtype]
-        self._kernel = cp.RawKernel(_KERNEL.replace("T*", f"{ctype}*"), "advance")
+        info = self.info
+        self._partial, self._kernel = device_kernels(self.dtype)
+        self._nparts = argmax_blocks(self.vocab)
+        self._part_v = allocate((self._nparts,), np.float32, self.device)
+        self._part_i = allocate((self._nparts,), np.int64, self.device)
         self.ring = allocate((self.sync_every,), np.int64, self.device)
         self.t_dev = allocate((1,), np.int64, self.device)
         self.table = None
@@ -245,24 +291,18 @@ class CudaDecoder(BoundDecoder):
             table, x_out, id_out = self.table.ptr, self.x_step.ptr, null
         else:
             table, x_out, id_out = null, null, self.id_buf.ptr
-        self._args = [np.uint64(0), np.int32(self.vocab), np.uint64(0), np.uint64(table),
+        self._partial_args = [np.uint64(0), np.int32(self.vocab), np.uint64(self._part_v.ptr),
+                              np.uint64(self._part_i.ptr)]
+        self._args = [np.uint64(self._part_v.ptr), np.uint64(self._part_i.ptr), np.int32(self._nparts), np.uint64(0),
+                      np.uint64(table),
                       np.int32(info.hidden_size), np.uint64(x_out), np.uint64(id_out), np.uint64(self.ring.ptr),
                       np.int32(0), np.uint64(self.pos_step.ptr), np.uint64(self.mask.ptr), np.uint64(self.t_dev.ptr)]
 
     def _embedding_table(self):
-        """Every token's embedding [V,H], computed once by the embedding model itself (host, then uploaded)."""
-        e = self.folder.embedding
-        host = make_session(e.path, "cpu")
-        shape = e.signature.inputs[e.inputs["image_features"]][1]
-        empty = np.zeros([0 if isinstance(d, str) else d for d in shape], self.dtype)
-        rows = []
-        for lo in range(0, self.vocab, 16384):
-            ids = np.arange(lo, min(lo + 16384, self.vocab), dtype=np.int64)[None]
-            if self.folder.image_token_id is not None:  # its row is an image feature, not a lookup: use pad's
-                ids[ids == self.folder.image_token_id] = self.folder.pad_token_id
-            rows.append(host.run([e.outputs["inputs_embeds"]], {e.inputs["input_ids"]: ids,
-                                                                e.inputs["image_features"]: empty})[0][0])
-        table = np.ascontiguousarray(np.concatenate(rows).astype(self.dtype))
+        """Every token's embedding [V,H] (embedtable: the embedding model run once per id), uploaded."""
+        from ..embedtable import embedding_table
+
+        table = embedding_table(self.folder, self.dtype)
         buf = allocate(table.shape, self.dtype, self.device)
         self.transfers.upload(buf, table, "embedding_table")  # setup, once
         return buf
@@ -283,7 +323,10 @@ class CudaDecoder(BoundDecoder):
     def _advance(self, logits_ptr: int, slot: int, given: Buffer | None) -> None:
         """One launch: pick the token (argmax unless `given`), write the next decoder inputs on the device."""
         a = self._args
-        a[0], a[2], a[8] = np.uint64(logits_ptr), np.uint64(given.ptr if given else 0), np.int32(slot)
+        if given is None:
+            self._partial_args[0] = np.uint64(logits_ptr)
+            self._partial((self._nparts,), (256,), tuple(self._partial_args))
+        a[3], a[9] = np.uint64(given.ptr if given else 0), np.int32(slot)
         self._kernel((1,), (1024,), tuple(a))
         if self.embed_session is not None:
             self.embed_session.run_with_iobinding(self.embed_io, self.embed_ro)

@@ -1,0 +1,89 @@
+"""H200: GPU time of every kernel in one gemma3-1b decode step, by layout (Nsight Compute).
+
+    ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --log-file K.csv \
+        python3 scripts/h200_kernels.py run LAYOUT          # one eager step at context 1024, profiled
+    python3 scripts/h200_kernels.py summarize OUT.json K1.csv [K2.csv ...]
+
+Eager launches the same kernels a captured step replays; ncu times each kernel alone (serialized),
+so the sum is the step's pure kernel time without launch gaps. Kernels are grouped by what they do.
+"""
+
+import csv
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+GROUPS = [  # first match wins
+    ("matmul", r"gemv|gemm|sm90|cutlass|xmma|splitk|cublas"),
+    ("attention", r"flash|attention|attn|gqa|softmax|unfused"),
+    ("rotary", r"rotary"),
+    ("norm", r"norm"),
+    ("elementwise", r"elementwise|gelu|binary|unary|cast|_add|mul|concat|split|copy|transpose|reduce"),
+]
+
+
+def run(layout: str) -> None:
+    import cupy
+    import numpy as np
+
+    from vlmdecode.cli import ensure_fixture
+    from vlmdecode.decoders.cuda import CudaDecoder
+    from vlmdecode.modelfolder import ModelFolder
+
+    folder = ModelFolder.load(ensure_fixture("gemma3-1b", "gqa", "fp16", layout=layout))
+    dec = CudaDecoder(folder, "cuda", "eager")
+    H = folder.info.hidden_size
+    x = (np.random.default_rng(0).standard_normal((1, 1024, H)) * 0.03).astype(np.float16)
+    sx = x[:, :1]
+    dec.begin_generation()
+    dec.prefill(x)
+    for _ in range(3):
+        dec.step(sx)
+    dec.stream.synchronize()
+    cupy.cuda.profiler.start()
+    dec.step(sx)
+    dec.stream.synchronize()
+    cupy.cuda.profiler.stop()
+
+
+def read_ncu_csv(path: Path) -> list[tuple[str, float]]:
+    """(kernel name, microseconds) for every kernel ncu profiled."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    out = []
+    for row in csv.DictReader(lines[start:]):
+        if row.get("Metric Name") == "gpu__time_duration.sum":
+            value = float(row["Metric Value"].replace(",", ""))
+            unit = row.get("Metric Unit", "nsecond")
+            scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, 1e-3)
+            out.append((row["Kernel Name"], value * scale))
+    return out
+
+
+def summarize(out_json: str, csvs: list[str]) -> None:
+    result = {}
+    for path in map(Path, csvs):
+        kernels = read_ncu_csv(path)
+        groups = defaultdict(lambda: {"kernels": 0, "us": 0.0})
+        names = defaultdict(lambda: {"kernels": 0, "us": 0.0})
+        for name, us in kernels:
+            g = next((g for g, pat in GROUPS if re.search(pat, name, re.I)), "other")
+            groups[g]["kernels"] += 1
+            groups[g]["us"] += us
+            short = name.split("(")[0][:80]
+            names[short]["kernels"] += 1
+            names[short]["us"] += us
+        top = sorted(names.items(), key=lambda kv: -kv[1]["us"])[:15]
+        result[path.stem] = {"kernels": len(kernels), "kernel_us": sum(us for _, us in kernels),
+                             "groups": dict(groups), "top": dict(top)}
+        print(path.stem, json.dumps({k: v for k, v in result[path.stem].items() if k != "top"}), flush=True)
+    Path(out_json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "run":
+        run(sys.argv[2])
+    else:
+        summarize(sys.argv[2], sys.argv[3:])
