@@ -21,7 +21,7 @@ case "$1" in
   bench-1b)
     # the modes the targets name, every layout, side by side in one process
     python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --contexts 128 1024 \
-        --modes eager graph device tokenid-graph genai-graph --layouts unfused fused fused-cuda \
+        --modes graph device tokenid-graph genai-graph --layouts unfused fused fused-cuda \
         --new-tokens 48 --repeats 3 --tag h200_bench_gemma3-1b --out "$OUT" 2>&1 | grep -v "plugin EP" | tail -n 40
     ;;
 esac

@@ -92,6 +92,11 @@ for name, ctx in (("tiny", 128), ("gemma3-1b", 1024)):
         r = {}
         for mode in ("eager", "graph"):
             r[f"{mode}_step_device_ms"] = replay_ms(CudaDecoder(p.folder, "cuda", mode), x, sx)
+        # the KV capacity (max_length) sets GQA's total_sequence_length: the same step at capacity ctx + 64
+        small = CudaDecoder(p.folder, "cuda", "graph", max_length=ctx + 64)
+        r[f"graph_step_device_ms_capacity_{ctx + 64}"] = replay_ms(small, x, sx)
+        r["capacity_default"] = p.decoder.max_length
+        del small
         tid = vlmdecode.load(Path(d) / "text", "cuda", "graph")
         r["tokenid_graph_step_device_ms"] = replay_ms(tid.decoder, ids, np.array([[42]], np.int64))
         r["floor_ms"] = (decoder_weight_bytes(p.folder) + kv_read_bytes(p.folder, ctx)) / bw * 1e3

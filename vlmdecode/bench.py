@@ -12,6 +12,7 @@ the same run. Not a timed test: targets are read off the results files.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -127,15 +128,15 @@ def time_naive(pipe, context: int, new_tokens: int, repeats: int, skip: int, dev
 
 
 def time_genai(folder_root, context: int, new_tokens: int, repeats: int, skip: int, device: str, graph: bool,
-               pixel_dtype=None) -> dict:
+               pixel_dtype=None, max_length: int | None = None) -> dict:
     from .peer import genai_greedy, load_genai_model
 
     model = load_genai_model(folder_root, device, cuda_graph=graph if device != "cpu" else None)
     ids = prompt_ids(context)[0]
-    genai_greedy(model, ids, min(new_tokens, 8))
+    genai_greedy(model, ids, min(new_tokens, 8), max_length=max_length)
     steady, ttft, tokens = [], [], []
     for _ in range(repeats):
-        r = genai_greedy(model, ids, new_tokens)
+        r = genai_greedy(model, ids, new_tokens, max_length=max_length)
         steady.append(_steady_ms(r.step_seconds, skip))
         ttft.append(r.ttft_seconds * 1e3)
         tokens = r.tokens
@@ -216,15 +217,19 @@ def _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_t
     if layout != "unfused":  # the onnx-attention build has one layout only
         want = [m for m in want if m != "naive-concat"]
     ctxs = contexts or CONTEXTS.get(name, [128])
+    # one KV capacity (max_length) for every mode and the peer: attention work follows it on CUDA
+    # (total_sequence_length = the static mask's length), so unequal capacities are unequal work
+    capacity = max(ctxs) + new_tokens
     pipes = {}
     key = f"{name}/{layout}"
     bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {key} {dev}", unit="scenario", disable=not progress)
     for mode in want:
         for ctx in ctxs:
             bar.set_postfix_str(f"{mode} ctx {ctx}")
-            base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, context=ctx)
+            base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, context=ctx,
+                        kv_capacity=capacity)
             try:
-                row = _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes)
+                row = _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes, capacity)
             except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
                 row = dict(error=f"{type(e).__name__}: {e}"[:300])
             row.update(base)
@@ -256,24 +261,26 @@ def _write(out_dir, tag, rows, prov) -> None:
     (out / f"{tag}.json").write_text(json.dumps({"provenance": prov, "rows": rows}, indent=2, default=str) + "\n")
 
 
-def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes):
+def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes, capacity):
     if mode.startswith("genai"):
-        return time_genai(folder_dir, ctx, new_tokens, repeats, skip, dev.kind, graph=mode == "genai-graph")
+        return time_genai(folder_dir, ctx, new_tokens, repeats, skip, dev.kind, graph=mode == "genai-graph",
+                          max_length=capacity)
+    load = functools.partial(vlmdecode.load, max_length=capacity)
     if mode == "naive-concat":  # the `onnx` attention build: numpy KV concatenated by the graph each step
-        pipe = pipes.setdefault(mode, vlmdecode.load(cli_fixture(folder_dir, "onnx"), str(dev),
-                                                     None if not dev.is_cuda else "eager"))
+        eager = None if not dev.is_cuda else "eager"
+        pipe = pipes.setdefault(mode, load(cli_fixture(folder_dir, "onnx"), str(dev), eager))
         return time_naive(pipe, ctx, new_tokens, repeats, skip, str(dev))
     if mode == "naive":
         pipe = pipes.setdefault("resident" if not dev.is_cuda else "eager",
-                                vlmdecode.load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
+                                load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
         return time_naive(pipe, ctx, new_tokens, repeats, skip, str(dev))
     if mode not in pipes:
         if mode == "tokenid-graph":
-            pipes[mode] = vlmdecode.load(Path(folder_dir) / "text", str(dev), "graph")
+            pipes[mode] = load(Path(folder_dir) / "text", str(dev), "graph")
         elif mode == "device-session":  # the embedding session writes the decoder's input (vs a gather)
-            pipes[mode] = vlmdecode.load(folder_dir, str(dev), "device", embed_via="session")
+            pipes[mode] = load(folder_dir, str(dev), "device", embed_via="session")
         else:
-            pipes[mode] = vlmdecode.load(folder_dir, str(dev), None if mode == "resident" else mode)
+            pipes[mode] = load(folder_dir, str(dev), None if mode == "resident" else mode)
     return time_pipeline(pipes[mode], ctx, new_tokens, repeats, skip)
 
 
