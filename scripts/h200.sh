@@ -26,10 +26,10 @@ case "$1" in
     ;;
 esac
 if [ "$1" = profile ]; then
-  timeout 330 python3 -X faulthandler scripts/h200_profile.py > "$OUT/h200_profile_log.txt" 2>&1
+  timeout 300 python3 -X faulthandler scripts/h200_profile.py > "$OUT/h200_profile_log.txt" 2>&1
   echo "profile exit $?"; grep -v "plugin EP" "$OUT/h200_profile_log.txt" | tail -n 12
   for layout in unfused fused-cuda; do  # per-kernel GPU time of one eager step (Nsight Compute)
-    timeout 150 /usr/local/cuda/bin/ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
+    timeout 100 /usr/local/cuda/bin/ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
       --log-file "/tmp/kernels_$layout.csv" python3 scripts/h200_kernels.py run $layout > /tmp/ncu_$layout.log 2>&1
     echo "ncu $layout exit $?"; grep -v "plugin EP" /tmp/ncu_$layout.log | tail -n 3
   done
