@@ -52,6 +52,17 @@ explore.io_table(model_dir)
 explore.op_counts(model_dir)
 
 # %% [markdown]
+# ## Decoder layouts
+# The same weights and function in fewer onnxruntime nodes (`--layout`): `fused` packs the QKV and gate|up
+# MatMuls, moves rotary into GroupQueryAttention and fuses each residual Add with the next norm;
+# `fused-cuda` also moves the q/k norms into GroupQueryAttention (onnxruntime runs that on CUDA only).
+
+# %%
+layouts = {lay: ensure_fixture(PRESET, ATTENTION, DTYPE, root=model_dir.parent, layout=lay)
+           for lay in ("unfused", "fused", "fused-cuda")}
+explore.layout_table(layouts)
+
+# %% [markdown]
 # ## One generation on CPU
 
 # %%

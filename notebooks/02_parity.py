@@ -73,7 +73,8 @@ if explore.gpu_available():
     fp16_dir = ensure_fixture("tiny", "gqa", "fp16", root=ROOT)
     cuda = explore.cuda_parity(fp16_dir, PROMPT, image, STEPS)
     cuda.insert(1, "cpu_fp32", cpu_tokens)
-    print("CUDA modes equal CPU fp32 at every step:", bool((cuda[["eager", "graph", "device"]].eq(cuda["cpu_fp32"], axis=0)).all().all()))
+    same = cuda[["eager", "graph", "device"]].eq(cuda["cpu_fp32"], axis=0)
+    print("CUDA modes equal CPU fp32 at every step:", bool(same.all().all()))
     display(cuda)
 else:
     log = explore.gpu_test_log()

@@ -45,8 +45,10 @@ sweep = explore.residency_sweep(dirs, CONTEXTS, new_tokens=NEW_TOKENS)
 # Measured (from `Transfers`) vs predicted bytes for one decode step: must match exactly.
 
 # %%
-bytes_table = sweep[["variant", "mode", "context", "h2d_bytes", "d2h_bytes", "kv_bytes", "pred_h2d", "pred_d2h", "pred_kv"]]
-print("measured == predicted:", bool((sweep["h2d_bytes"] == sweep["pred_h2d"]).all() and (sweep["d2h_bytes"] == sweep["pred_d2h"]).all()))
+bytes_table = sweep[["variant", "mode", "context", "h2d_bytes", "d2h_bytes", "kv_bytes",
+                     "pred_h2d", "pred_d2h", "pred_kv"]]
+print("measured == predicted:", bool((sweep["h2d_bytes"] == sweep["pred_h2d"]).all()
+                                     and (sweep["d2h_bytes"] == sweep["pred_d2h"]).all()))
 bytes_table
 
 # %% tags=["nbval-ignore-output"]

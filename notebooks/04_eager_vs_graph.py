@@ -17,8 +17,9 @@
 # # 04 · Eager vs CUDA graph vs device-resident decoding
 #
 # Recorded per-token latencies on an H200 (`data/results/h200_bench_*.csv`, median over a steady-state
-# window) against the bandwidth floor (weights + KV read once per token at measured copy bandwidth).
-# Rows that errored (e.g. genai-* on that run) are left out.
+# window) against the bandwidth floor (weights + KV read once per token at measured copy bandwidth),
+# for each decoder layout (unfused, fused, fused-cuda: the same model in fewer onnxruntime nodes).
+# Rows that errored are left out.
 
 # %%
 import tempfile
@@ -38,18 +39,31 @@ pd.set_option("display.width", 160)
 bench = explore.load_results()
 ok = explore.ok_results(bench)
 print(f"{len(bench)} recorded rows, {len(ok)} ran; errored modes:", sorted(set(bench["mode"]) - set(ok["mode"])))
-ok.pivot_table(index=["preset", "context"], columns="mode", values="per_token_ms").round(3)
+ok.pivot_table(index=["preset", "layout", "context"], columns="mode", values="per_token_ms").round(3)
 
 # %% tags=["nbval-ignore-output"]
 plots.plot_latency_by_mode(bench)
 plt.show()
 
 # %% [markdown]
-# Ratios: < 1 means the first mode is faster (graph/eager 0.5: graph takes half the time). device/floor is how far from the bandwidth bound we are
-# (the tiny preset is launch-bound: its floor is nanoseconds).
+# Ratios: < 1 means the first mode is faster (graph/eager 0.5: graph takes half the time). device/floor is
+# how far from the bandwidth bound we are (the tiny preset is launch-bound: its floor is nanoseconds).
 
 # %% tags=["nbval-ignore-output"]
 explore.bench_ratios(bench).round(3)
+
+# %% [markdown]
+# ## What one captured step costs on the device
+# `data/results/h200_profile_layouts.json`: one decode step replayed back to back with no host work
+# (CUDA events), the token-id decoder's step, the eager step and onnxruntime nodes per step. The loop
+# adds little to the captured step; fewer nodes make the step itself shorter. gemma3-1b's MatMuls alone
+# (`gemv` in that file) take 0.90 ms: onnxruntime's GEMV kernels by themselves sit 1.8x above the floor.
+
+# %% tags=["nbval-ignore-output"]
+profile = explore.profile_table()
+cols = ["preset", "layout", "nodes_per_step", "eager_step_device_ms", "graph_step_device_ms",
+        "tokenid_graph_step_device_ms", "floor_ms"]
+profile[[c for c in cols if c in profile]].round(3)
 
 # %% [markdown]
 # ## Per-step lines, live

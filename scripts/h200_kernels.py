@@ -63,7 +63,9 @@ def read_ncu_csv(path: Path) -> list[tuple[str, float]]:
 
 
 def summarize(out_json: str, csvs: list[str]) -> None:
-    result = {}
+    from vlmdecode.profiling import provenance
+
+    result = {"provenance": provenance()}
     for path in map(Path, csvs):
         kernels = read_ncu_csv(path)
         groups = defaultdict(lambda: {"kernels": 0, "us": 0.0})
@@ -76,7 +78,9 @@ def summarize(out_json: str, csvs: list[str]) -> None:
             names[short]["kernels"] += 1
             names[short]["us"] += us
         top = sorted(names.items(), key=lambda kv: -kv[1]["us"])[:15]
-        result[path.stem] = {"kernels": len(kernels), "kernel_us": sum(us for _, us in kernels),
+        result[path.stem] = {"note": "ncu serializes kernels and flushes caches between them: an upper bound "
+                                     "per kernel; compare shares, not the sum, with a replayed step",
+                             "kernels": len(kernels), "kernel_us": sum(us for _, us in kernels),
                              "groups": dict(groups), "top": dict(top)}
         print(path.stem, json.dumps({k: v for k, v in result[path.stem].items() if k != "top"}), flush=True)
     Path(out_json).write_text(json.dumps(result, indent=2) + "\n")

@@ -67,11 +67,18 @@ def test_load_results_and_ratios(bench, tmp_path):
     df = E.load_results(root=tmp_path)
     assert len(df) == len(bench) and (df["source"] == "h200_bench_x.csv").all()
     assert len(E.ok_results(df)) == 10  # the errored genai rows are dropped
+    assert (df["layout"] == "unfused").all()  # a file without the column: results from before layouts
     r = E.bench_ratios(df)
-    assert list(r.columns) == ["preset", "dtype", "device", "context", "graph/eager", "device/tokenid-graph",
-                               "device/floor"]
+    assert list(r.columns) == ["preset", "layout", "dtype", "device", "context", "graph/eager",
+                               "graph/tokenid-graph", "device/tokenid-graph", "device/genai-graph", "device/floor"]
     assert np.allclose(r["graph/eager"], 0.5) and np.allclose(r["device/tokenid-graph"], 0.5)
+    assert np.allclose(r["graph/tokenid-graph"], 1.25) and r["device/genai-graph"].isna().all()  # genai errored
     assert np.allclose(r["device/floor"], 2.0)
+    fused = bench.assign(layout="fused", per_token_ms=bench["per_token_ms"] / 2)
+    pd.concat([bench.assign(layout="unfused"), fused]).to_csv(tmp_path / "h200_bench_x.csv", index=False)
+    r = E.bench_ratios(E.load_results(root=tmp_path))
+    assert list(r["layout"]) == ["fused", "fused", "unfused", "unfused"]
+    assert np.allclose(r["device/floor"], [1.0, 1.0, 2.0, 2.0])
     empty = E.load_results(root=tmp_path / "none")
     assert empty.empty and E.bench_ratios(empty).empty
 
@@ -204,3 +211,32 @@ def test_every_bench_mode_has_its_own_color():
     modes = set(bench.CUDA_MODES) | set(bench.CPU_MODES)
     assert modes <= set(plots.MODE_COLORS)
     assert len({plots.MODE_COLORS[m] for m in bench.CUDA_MODES}) == len(bench.CUDA_MODES)
+
+
+def test_layout_table(tmp_path):
+    from vlmdecode.fixture import build_fixture, preset
+
+    layouts = ("unfused", "fused", "fused-cuda")
+    dirs = {lay: build_fixture(preset("tiny", layout=lay), tmp_path / lay) for lay in layouts}
+    t = E.layout_table(dirs)
+    assert list(t.index) == ["unfused", "fused", "fused-cuda"]
+    assert list(t["nodes"]) == sorted(t["nodes"], reverse=True)
+    assert t.loc["unfused", "RotaryEmbedding"] == 2 * preset("tiny").num_layers
+    assert t.loc["fused-cuda", "RotaryEmbedding"] == 0 and t.loc["fused", "SkipSimplifiedLayerNormalization"] > 0
+
+
+def test_profile_table(tmp_path):
+    import json
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"provenance": {}, "copy_bandwidth_GBps": 4000.0,
+                                "tiny": {"context": 128, "fused": {"graph_step_device_ms": 0.1, "ops": {}}},
+                                "gemma3-1b": {"context": 1024, "unfused": {"graph_step_device_ms": 2.8},
+                                              "gemv": {"replay_ms": 0.9}}}))
+    t = E.profile_table(path)
+    assert t[["preset", "layout", "context", "graph_step_device_ms"]].values.tolist() == [
+        ["tiny", "fused", 128, 0.1], ["gemma3-1b", "unfused", 1024, 2.8]]
+    assert "ops" not in t and E.profile_table(tmp_path / "missing.json").empty
+    recorded = E.profile_table()
+    if not recorded.empty:
+        assert set(recorded["layout"]) == {"unfused", "fused", "fused-cuda"}

@@ -6,7 +6,8 @@
     predicted_bytes(folder, mode, position)                  host<->device bytes a decode step should move
     cpu_trajectory / reference_trajectory / parity_table     CPU vs float64 reference vs genai, per step
     residency_sweep(dirs, contexts)                          naive vs resident CPU decode vs context
-    bench_ratios(df)                                         graph/eager, device/tokenid-graph, device/floor
+    layout_table(dirs)                                       decoder nodes per layer and op mix, by layout
+    bench_ratios(df) / profile_table()                       the targets' ratios; captured-step times by layout
     explorer(make_pipe)                                      an ipywidgets box that streams a generation
 
 Every function returns plain pandas/numpy objects (plots live in `vlmdecode.plots`). Missing or
@@ -90,6 +91,22 @@ def op_counts(model_dir) -> pd.DataFrame:
     return df.reset_index().sort_values(["total", "op"], ascending=[False, True]).set_index("op")
 
 
+def layout_table(model_dirs: dict) -> pd.DataFrame:
+    """Decoder nodes (total, per layer) and the count of each op type, one row per layout folder."""
+    from .fixture import load_fixture_config
+
+    rows = []
+    for label, d in model_dirs.items():
+        ops = op_counts(d)["decoder"]
+        layers = load_fixture_config(d).num_layers
+        rows.append({"layout": label, "nodes": int(ops.sum()), "nodes_per_layer": round(ops.sum() / layers, 1),
+                     **{op.split(":")[-1]: int(n) for op, n in ops.items() if n}})
+    t = pd.DataFrame(rows).set_index("layout")
+    ops = [c for c in t if c != "nodes_per_layer"]
+    t[ops] = t[ops].fillna(0).astype(int)
+    return t
+
+
 # ---- recorded results -----------------------------------------------------------------------------
 def results_dir() -> Path:
     """data/results of the repository (or $VLMDECODE_RESULTS)."""
@@ -105,6 +122,8 @@ def load_results(pattern: str = "h200_bench_*.csv", root=None) -> pd.DataFrame:
     df = pd.concat([pd.read_csv(f).assign(source=f.name) for f in files], ignore_index=True)
     if "error" not in df:
         df["error"] = np.nan
+    # files from before decoder layouts existed were all unfused
+    df["layout"] = df["layout"].fillna("unfused") if "layout" in df else "unfused"
     return df
 
 
@@ -128,19 +147,44 @@ def gpu_test_log(path=None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["file", "test", "outcome"])
 
 
+RATIOS = {  # the issue's targets, as numerator/denominator modes
+    "graph/eager": ("graph", "eager"), "graph/tokenid-graph": ("graph", "tokenid-graph"),
+    "device/tokenid-graph": ("device", "tokenid-graph"), "device/genai-graph": ("device", "genai-graph"),
+}
+
+
 def bench_ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (preset, dtype, device, context): graph/eager, device/tokenid-graph, device/floor (NaN if missing)."""
+    """Per (preset, layout, dtype, device, context): the RATIOS and device/floor (NaN where a mode is missing)."""
     ok = ok_results(df)
-    keys = ["preset", "dtype", "device", "context"]
+    if "layout" not in ok:
+        ok = ok.assign(layout="unfused")
+    keys = ["preset", "layout", "dtype", "device", "context"]
     if ok.empty:
-        return pd.DataFrame(columns=keys + ["graph/eager", "device/tokenid-graph", "device/floor"])
+        return pd.DataFrame(columns=keys + list(RATIOS) + ["device/floor"])
     wide = ok.pivot_table(index=keys, columns="mode", values="per_token_ms", aggfunc="median")
     floor = ok.groupby(keys)["floor_ms"].median() if "floor_ms" in ok else pd.Series(np.nan, index=wide.index)
-    col = lambda m: wide[m] if m in wide else pd.Series(np.nan, index=wide.index)
-    out = pd.DataFrame({"graph/eager": col("graph") / col("eager"),
-                        "device/tokenid-graph": col("device") / col("tokenid-graph"),
-                        "device/floor": col("device") / floor.reindex(wide.index)})
+    col = lambda m: wide[m] if m in wide else pd.Series(np.nan, index=wide.index)  # noqa: E731
+    out = pd.DataFrame({name: col(a) / col(b) for name, (a, b) in RATIOS.items()})
+    out["device/floor"] = col("device") / floor.reindex(wide.index)
     return out.reset_index()
+
+
+def profile_table(path=None) -> pd.DataFrame:
+    """h200_profile_layouts.json as rows: device ms of one step (no host work) by preset and layout."""
+    import json
+
+    path = Path(path or results_dir() / "h200_profile_layouts.json")
+    if not path.is_file():
+        return pd.DataFrame(columns=["preset", "layout", "nodes_per_step"])
+    rows = []
+    for preset, res in json.loads(path.read_text()).items():
+        if not isinstance(res, dict) or "context" not in res:
+            continue
+        for layout, r in res.items():
+            if isinstance(r, dict) and "graph_step_device_ms" in r:
+                rows.append({"preset": preset, "layout": layout, "context": res["context"],
+                             **{k: v for k, v in r.items() if k != "ops"}})
+    return pd.DataFrame(rows)
 
 
 # ---- devices ------------------------------------------------------------------------------------------

@@ -166,19 +166,23 @@ def plot_latency_by_mode(df: pd.DataFrame, title: str = "per-token decode latenc
         return fig
     for ax, p in zip(axes, presets):
         g = d[d["preset"] == p]
-        ctxs = sorted(g["context"].unique())
+        g = g.assign(layout=g["layout"].fillna("unfused")) if "layout" in g else g.assign(layout="unfused")
+        order = {name: i for i, name in enumerate(("unfused", "fused", "fused-cuda"))}
+        groups = sorted({(lay, c) for lay, c in zip(g["layout"], g["context"])}, key=lambda k: (order.get(k[0], 9), k))
         modes = _ordered_modes(g["mode"])
         w = 0.8 / len(modes)
         for j, m in enumerate(modes):
-            vals = [g[(g["context"] == c) & (g["mode"] == m)]["per_token_ms"].median() for c in ctxs]
-            ax.bar(np.arange(len(ctxs)) + j * w, vals, w, color=MODE_COLORS.get(m), label=m)
+            vals = [g[(g["layout"] == lay) & (g["context"] == c) & (g["mode"] == m)]["per_token_ms"].median()
+                    for lay, c in groups]
+            ax.bar(np.arange(len(groups)) + j * w, vals, w, color=MODE_COLORS.get(m), label=m)
         if "floor_ms" in g:
-            for i, c in enumerate(ctxs):
-                f = g[g["context"] == c]["floor_ms"].median()
+            for i, (lay, c) in enumerate(groups):
+                f = g[(g["layout"] == lay) & (g["context"] == c)]["floor_ms"].median()
                 if np.isfinite(f):
                     ax.hlines(f, i - w / 2, i + 0.8 - w / 2, color="k", lw=2,
                               label="bandwidth floor" if i == 0 else None)
-        ax.set_xticks(np.arange(len(ctxs)) + 0.4 - w / 2, [f"ctx {int(c)}" for c in ctxs])
+        ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, [f"{lay}\nctx {int(c)}" for lay, c in groups],
+                      fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("ms per token (median)")
         ax.set_title(f"{title}: {p}")
