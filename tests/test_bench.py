@@ -35,6 +35,22 @@ def test_matrix_rows_and_files(result):
     assert len(pd.read_csv(root / "out" / "bench.csv")) == len(df)
 
 
+def test_layouts_tag_and_one_kv_capacity(result, tmp_path):
+    df, root = result
+    assert (df["layout"] == "unfused").all() and (df["kv_capacity"] == 16 + 8).all()
+    rows = bench.run_matrix(presets=["tiny"], devices=["cpu"], modes=["resident", "naive-concat"], contexts=[16, 32],
+                            new_tokens=8, repeats=2, layouts=["unfused", "fused", "fused-cuda"], out_dir=tmp_path,
+                            root=root / "cache", tag="layouts", log=lambda s: None, peer=False)
+    # fused-cuda cannot run on CPU (skipped, not an error row); naive-concat exists for the unfused build only
+    assert sorted(set(zip(rows["layout"], rows["mode"]))) == [("fused", "resident"), ("unfused", "naive-concat"),
+                                                               ("unfused", "resident")]
+    assert "error" not in rows and (rows["kv_capacity"] == 32 + 8).all()
+    fused = rows[rows["layout"] == "fused"]
+    unfused = rows[(rows["layout"] == "unfused") & (rows["mode"] == "resident")]
+    assert list(fused["first_tokens"]) == list(unfused["first_tokens"])  # same model, same greedy tokens
+    assert (tmp_path / "layouts.csv").is_file() and (tmp_path / "layouts.json").is_file()
+
+
 def test_compare_flags_a_slowdown(result, tmp_path):
     df, root = result
     base = root / "out" / "bench.csv"
