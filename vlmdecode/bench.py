@@ -220,6 +220,8 @@ def _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_t
     # one KV capacity (max_length) for every mode and the peer: attention work follows it on CUDA
     # (total_sequence_length = the static mask's length), so unequal capacities are unequal work
     capacity = max(ctxs) + new_tokens
+    folder = ModelFolder.load(folder_dir)
+    weight_bytes = decoder_weight_bytes(folder) if dev.is_cuda else 0
     pipes = {}
     key = f"{name}/{layout}"
     bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {key} {dev}", unit="scenario", disable=not progress)
@@ -234,8 +236,7 @@ def _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_t
                 row = dict(error=f"{type(e).__name__}: {e}"[:300])
             row.update(base)
             if dev.is_cuda and "per_token_ms" in row:
-                folder = ModelFolder.load(folder_dir)
-                floor = (decoder_weight_bytes(folder) + kv_read_bytes(folder, ctx)) / bw * 1e3
+                floor = (weight_bytes + kv_read_bytes(folder, ctx)) / bw * 1e3
                 row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
             log(json.dumps(row, default=str))
             rows.append(row)
@@ -244,7 +245,7 @@ def _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_t
     bar.close()
     if dev.is_cuda and pipes:
         try:
-            prov[f"nodes_per_step[{key}]"] = nodes_per_step(ModelFolder.load(folder_dir), str(dev))
+            prov[f"nodes_per_step[{key}]"] = nodes_per_step(folder, str(dev))
         except Exception as e:  # noqa: BLE001
             prov[f"nodes_per_step[{key}]"] = f"unavailable: {e}"
     pipes.clear()

@@ -102,19 +102,17 @@ class Pipeline:
             self.vision_runs += 1
         return self._features[key]
 
-    def embed(self, input_ids: np.ndarray, features: np.ndarray | None, session=None) -> np.ndarray:
+    def embed(self, input_ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
         """input_ids [1,S] (+ image_features) -> inputs_embeds [1,S,H] on the host."""
         e = self.folder.embedding
         feats = self._empty_features if features is None else features
-        sess = session or self.embedding
-        return sess.run([e.outputs["inputs_embeds"]], {e.inputs["input_ids"]: input_ids,
-                                                        e.inputs["image_features"]: feats})[0]
+        return self.embedding.run([e.outputs["inputs_embeds"]],
+                                  {e.inputs["input_ids"]: input_ids, e.inputs["image_features"]: feats})[0]
 
     def token_input(self, token: int, step: int | None = None) -> np.ndarray:
         """The decoder's next host input for `token`: its embedding [1,1,H], or [[token]]."""
-        ids = np.array([[token]], np.int64)
         if self.folder.info.drive == "ids":
-            return ids
+            return np.array([[token]], np.int64)
         if token == self.folder.image_token_id:
             # the embedding model replaces image soft tokens by image feature rows; a generated one has none
             # (onnxruntime would fail inside the embedding graph, as onnxruntime-genai does)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .fixture.config import LAYOUTS
+
 MODE_COLORS = {"naive": "tab:red", "naive-concat": "lightcoral", "resident": "tab:green", "eager": "tab:orange",
                "graph": "tab:blue", "device": "tab:purple", "device-session": "plum", "tokenid-graph": "tab:cyan",
                "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
@@ -167,7 +169,7 @@ def plot_latency_by_mode(df: pd.DataFrame, title: str = "per-token decode latenc
     for ax, p in zip(axes, presets):
         g = d[d["preset"] == p]
         g = g.assign(layout=g["layout"].fillna("unfused")) if "layout" in g else g.assign(layout="unfused")
-        order = {name: i for i, name in enumerate(("unfused", "fused", "fused-cuda"))}
+        order = {name: i for i, name in enumerate(LAYOUTS)}
         groups = sorted({(lay, c) for lay, c in zip(g["layout"], g["context"])}, key=lambda k: (order.get(k[0], 9), k))
         modes = _ordered_modes(g["mode"])
         w = 0.8 / len(modes)
