@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +185,7 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
 
     from .devices import parse_device
 
+    plan = _Plan(modes, contexts, peer, root, new_tokens, repeats, skip, out_dir, tag, log, progress)
     rows, prov = [], provenance()
     bw = None
     for device in devices:
@@ -193,14 +195,29 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
             prov["copy_bandwidth_GBps"] = bw / 1e9
         for name in presets:
             for layout in layouts:
-                _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_tokens, repeats, skip,
-                            bw, rows, prov, out_dir, tag, log, progress)
+                _run_preset(vlmdecode, plan, dev, name, layout, bw, rows, prov)
     _write(out_dir, tag, rows, prov)
     return pd.DataFrame(rows)
 
 
-def _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_tokens, repeats, skip, bw, rows, prov,
-                out_dir, tag, log, progress):
+@dataclass(frozen=True)
+class _Plan:
+    """run_matrix's settings, shared by every preset, layout and device."""
+
+    modes: object
+    contexts: object
+    peer: bool
+    root: object
+    new_tokens: int
+    repeats: int
+    skip: int
+    out_dir: object
+    tag: str
+    log: object
+    progress: bool
+
+
+def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
     """Every (mode, context) scenario of one preset and layout on one device; rows appended as measured."""
     from tqdm.auto import tqdm
 
@@ -210,37 +227,37 @@ def _run_preset(vlmdecode, dev, name, layout, modes, contexts, peer, root, new_t
     dtype = "fp16" if dev.is_cuda else "fp32"
     if layout == "fused-cuda" and not dev.is_cuda:
         return  # onnxruntime's CPU GroupQueryAttention has no q/k-norm inputs
-    folder_dir = ensure_fixture(name, "gqa", dtype, root, layout=layout)
-    want = list(modes or (CUDA_MODES if dev.is_cuda else CPU_MODES))
-    if not peer:
+    folder_dir = ensure_fixture(name, "gqa", dtype, plan.root, layout=layout)
+    want = list(plan.modes or (CUDA_MODES if dev.is_cuda else CPU_MODES))
+    if not plan.peer:
         want = [m for m in want if not m.startswith("genai")]
     if layout != "unfused":  # the onnx-attention build has one layout only
         want = [m for m in want if m != "naive-concat"]
-    ctxs = contexts or CONTEXTS.get(name, [128])
+    ctxs = plan.contexts or CONTEXTS.get(name, [128])
     # one KV capacity (max_length) for every mode and the peer: attention work follows it on CUDA
     # (total_sequence_length = the static mask's length), so unequal capacities are unequal work
-    capacity = max(ctxs) + new_tokens
+    capacity = max(ctxs) + plan.new_tokens
     folder = ModelFolder.load(folder_dir)
     weight_bytes = decoder_weight_bytes(folder) if dev.is_cuda else 0
     pipes = {}
     key = f"{name}/{layout}"
-    bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {key} {dev}", unit="scenario", disable=not progress)
+    bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {key} {dev}", unit="scenario", disable=not plan.progress)
     for mode in want:
         for ctx in ctxs:
             bar.set_postfix_str(f"{mode} ctx {ctx}")
             base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, context=ctx,
                         kv_capacity=capacity)
             try:
-                row = _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes, capacity)
+                row = _one(vlmdecode, plan, folder_dir, dev, mode, ctx, pipes, capacity)
             except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
                 row = dict(error=f"{type(e).__name__}: {e}"[:300])
             row.update(base)
             if dev.is_cuda and "per_token_ms" in row:
                 floor = (weight_bytes + kv_read_bytes(folder, ctx)) / bw * 1e3
                 row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
-            log(json.dumps(row, default=str))
+            plan.log(json.dumps(row, default=str))
             rows.append(row)
-            _write(out_dir, tag, rows, prov)  # after every row: a cut-off run keeps what it measured
+            _write(plan.out_dir, plan.tag, rows, prov)  # after every row: a cut-off run keeps what it measured
             bar.update(1)
     bar.close()
     if dev.is_cuda and pipes:
@@ -262,7 +279,8 @@ def _write(out_dir, tag, rows, prov) -> None:
     (out / f"{tag}.json").write_text(json.dumps({"provenance": prov, "rows": rows}, indent=2, default=str) + "\n")
 
 
-def _one(vlmdecode, folder_dir, dev, mode, ctx, new_tokens, repeats, skip, pipes, capacity):
+def _one(vlmdecode, plan: _Plan, folder_dir, dev, mode, ctx, pipes, capacity):
+    new_tokens, repeats, skip = plan.new_tokens, plan.repeats, plan.skip
     if mode.startswith("genai"):
         return time_genai(folder_dir, ctx, new_tokens, repeats, skip, dev.kind, graph=mode == "genai-graph",
                           max_length=capacity)

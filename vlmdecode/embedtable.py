@@ -4,7 +4,7 @@ A decode step embeds one generated token with no image features. For the embeddi
 vlmdecode drives (a row lookup, scaled; image rows scattered in only where image features are
 given), that output depends on the token id alone, so running the model once over every id gives
 rows that are byte-identical to per-step runs: the host loop copies a row instead of running a
-session (~20-40 us a step), and the CUDA device loop gathers rows on the GPU.
+session each step, and the CUDA device loop gathers rows on the GPU.
 
 The image soft token has no row of its own (its embedding is an image feature): its row holds the
 pad token's embedding, and callers refuse to feed it. Not here: prompt embedding (the pipeline
