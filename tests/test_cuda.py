@@ -116,6 +116,8 @@ def test_cuda_logits_match_float64_reference_every_step(folders, image, layout):
     feats = ref.vision(p.processor.preprocess([image], dtype=np.float32).astype(np.float64))
     r_logits = ref.decode(ref.embed(ids, feats), cache)[:, -1]
     dec = p.decoder
+    rt = cupy.cuda.runtime  # host sampling downloads into page-locked memory (one DMA per step)
+    assert rt.pointerGetAttributes(dec.logits_host.ctypes.data).type == rt.memoryTypeHost
     dec.begin_generation()
     try:
         logits = dec.prefill(x)

@@ -149,8 +149,8 @@ def test_kv_resident_gqa(folders, image, monkeypatch):
     seen = {}
     real_prefill = dec.prefill
 
-    def prefill(x):
-        out = real_prefill(x)
+    def prefill(x, **kw):
+        out = real_prefill(x, **kw)
         seen["prefill"] = dec.kv.pointers()
         return out
 
@@ -355,8 +355,8 @@ def test_nan_logits(folders, image, monkeypatch, where):
     good = run(pipe, image=image, n=6).tokens
     real = getattr(pipe.decoder, where)
 
-    def poisoned(x):
-        out = real(x)
+    def poisoned(x, **kw):
+        out = real(x, **kw)
         return np.full_like(out, np.nan)
 
     monkeypatch.setattr(pipe.decoder, where, poisoned)
@@ -394,8 +394,8 @@ def test_generated_image_token(folders, image, monkeypatch, variant):
     pipe = vlmdecode.load(folders[variant], "cpu")
     real = pipe.decoder.prefill
 
-    def prefill(x):
-        out = real(x)
+    def prefill(x, **kw):
+        out = real(x, **kw)
         out[:] = 0
         out[IMAGE_TOKEN_ID] = 1
         return out
@@ -491,6 +491,22 @@ def test_decoder_bounds_and_ortvalue_prompt(folders, pipes, variant):
     per_row = 2 * TINY.num_layers * TINY.num_kv_heads * TINY.head_dim * 4
     rows = TINY.max_length if variant.startswith("gqa") else pipes[variant].decoder.position
     assert kv.nbytes == per_row * rows
+
+
+def test_reuse_logits_one_host_array_same_values(folders):
+    """reuse=True (the pipeline's host loop) reads into the decoder's own [V] array in the model's dtype; the
+    default hands the caller a float32 copy of the same values that no later step touches."""
+    dec = vlmdecode.load(folders["gqa"] / "text", "cpu").decoder
+    ids = np.array([[2, 20, 30, 40]], np.int64)
+    owned = dec.prefill(ids)
+    shared = dec.prefill(ids, reuse=True)
+    assert shared is dec.logits_host and shared.dtype == dec.dtype and shared.shape == (dec.vocab,)
+    assert owned.dtype == np.float32 and not np.shares_memory(owned, shared)
+    np.testing.assert_array_equal(owned, shared)
+    kept = owned.copy()
+    assert dec.step(np.array([[5]], np.int64), reuse=True) is dec.logits_host  # overwritten in place
+    assert not np.array_equal(dec.logits_host, kept)
+    np.testing.assert_array_equal(owned, kept)  # the caller's copy did not move
 
 
 def test_transfers_accounting():

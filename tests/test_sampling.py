@@ -247,6 +247,56 @@ def test_greedy_takes_first_max_and_ignores_uniform():
     assert Sampler(SamplingParams())(logits).tolist() == [1, 2]
 
 
+def ref_greedy(row):
+    """(first index of the max, None) of one row of Python floats, or (None, why) where check_finite must raise."""
+    if any(math.isnan(v) or v == math.inf for v in row):
+        return None, "NaN or +inf"
+    if all(v == NEG for v in row):
+        return None, "entirely -inf"
+    top = max(row)
+    return row.index(top), None
+
+
+@st.composite
+def raw_logits(draw):
+    """[B, V] logits of any bit pattern: float16 from random int16 bits and float16 values (NaNs of both signs,
+    +-inf, +-0, subnormals), half the time all negative; float32/float64 from a pool of special and ordinary
+    values, ties likely."""
+    dtype = draw(st.sampled_from(DTYPES))
+    b, v = draw(st.integers(1, 3)), draw(st.integers(1, 12))
+    if dtype == np.float16:
+        as_bits = lambda f: int(np.array(f, np.float16).view(np.int16))  # noqa: E731
+        specials = [-512, 0x7C01, -32768, 0x7C00, -1024, 0]  # -NaN, +NaN, -0.0, +inf, -inf, +0.0 as int16 bits
+        element = st.one_of(st.integers(-32768, 32767), st.floats(width=16).map(as_bits), st.sampled_from(specials))
+        bits = np.array(draw(st.lists(element, min_size=b * v, max_size=b * v)), np.int16)
+        if draw(st.booleans()):  # every value <= 0 (sign bit set): where int16 bits stop ordering as floats
+            bits |= np.int16(-32768)
+        return bits.view(np.float16).reshape(b, v)
+    pool = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, NEG, math.inf, math.nan, -math.nan, 1e-30, -7.0])
+    return np.array(draw(st.lists(pool, min_size=b * v, max_size=b * v)), dtype).reshape(b, v)
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(raw_logits())
+def test_greedy_fast_path_matches_reference_on_any_bits(logits):
+    # the host greedy path reads float16 as integer bits (sampling._greedy_host); the reference reads floats
+    refs = [ref_greedy([float(x) for x in row]) for row in logits]
+    if any(i is None for i, _ in refs):
+        with pytest.raises(NonFiniteLogitsError, match="step 4"):
+            sample(logits, SamplingParams(), step=4)
+    else:
+        assert sample(logits, SamplingParams(), step=4).tolist() == [i for i, _ in refs]
+
+
+def test_greedy_fast_path_signed_zeros_and_negative_rows():
+    f16 = np.float16
+    assert sample(np.array([[-0.0, 0.0, -1.0], [0.0, -0.0, -1.0]], f16), SamplingParams()).tolist() == [0, 0]
+    assert sample(np.array([[-3.0, -2.0, -2.0, NEG]], f16), SamplingParams()).tolist() == [1]
+    neg_nan = np.array([0xFE00], np.uint16).view(f16)[0]  # sign bit set: sorts below -inf as integer keys
+    with pytest.raises(NonFiniteLogitsError, match="NaN"):
+        sample(np.array([[1.0, neg_nan, 2.0]], f16), SamplingParams())
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # sampling
 

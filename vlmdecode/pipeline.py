@@ -236,7 +236,7 @@ class Pipeline:
         try:
             self.transfers.steps.clear()  # per-generation records; they would otherwise grow without bound
             self.transfers.begin(0)
-            logits = self.decoder.prefill(x)
+            logits = self.decoder.prefill(x, reuse=True)  # [V] model dtype, overwritten by the next step
             for step in range(max_new_tokens):
                 token = self.decode_one_token(logits, sampler, step)
                 self.transfers.end()
@@ -244,7 +244,7 @@ class Pipeline:
                 if step + 1 == max_new_tokens:
                     return
                 self.transfers.begin(step + 1)
-                logits = self.decoder.step(self.token_input(token, step))
+                logits = self.decoder.step(self.token_input(token, step), reuse=True)
         finally:
             self.transfers.end()
             self.decoder.end_generation()

@@ -215,6 +215,38 @@ def _inverse_cdf(probs: Array, uniform: Array, xp: Any) -> Array:
     return xp.minimum(ids, last_positive).astype(xp.int64)
 
 
+def _f16_keys(bits: np.ndarray) -> np.ndarray:
+    """float16 bit patterns (viewed as int16) -> int16 keys in the order of the (non-NaN) float values: a
+    negative float's magnitude bits are flipped and shifted by one, so -0.0 and +0.0 share key 0."""
+    sign = bits >> 15  # 0 or -1
+    return (bits ^ (sign & 0x7FFF)) - sign
+
+
+def _greedy_host(logits: np.ndarray, step: int | None) -> np.ndarray:
+    """argmax [B] of numpy logits, first maximum on ties, with check_finite's errors, in one or two passes.
+
+    numpy's argmax returns the first NaN if there is one, so the picked value alone says whether a row is
+    bad: NaN or +inf, or -inf (then every entry is -inf). float16 (numpy's own float16 argmax, or a float32
+    copy, costs ~10x more at V=262144) is read as int16 bits: one pass finds NaNs (magnitude bits above
+    +inf's), one takes the argmax of the bits, which orders positive floats as floats do; a row whose top
+    is not positive (every value <= 0, where sign-magnitude bits do not order) takes _f16_keys' argmax.
+    Any bad row: check_finite raises with its full message."""
+    _check_shape(logits)
+    bad = False
+    if logits.dtype == np.float16:
+        bits = logits.view(np.int16)
+        bad = bool(((bits & 0x7FFF).max(axis=-1) > 0x7C00).any())  # 0x7C00: inf; above it: NaN
+        ids = bits.argmax(axis=-1)
+        if (np.take_along_axis(bits, ids[:, None], axis=-1) <= 0).any():
+            ids = _f16_keys(bits).argmax(axis=-1)
+    else:
+        ids = logits.argmax(axis=-1)
+    top = np.take_along_axis(logits, ids[:, None], axis=-1)
+    if bad or not np.isfinite(top).all():
+        check_finite(logits, step)  # raises: NaN, +inf, or a row of -inf only
+    return ids.astype(np.int64)
+
+
 def sample(logits: Array, params: SamplingParams, uniform: Array | None = None, *, step: int | None = None) -> Array:
     """Token ids [B] int64, on the logits' device.
 
@@ -223,10 +255,13 @@ def sample(logits: Array, params: SamplingParams, uniform: Array | None = None, 
     from `uniform` [B] (numpy, or the logits' array module). Same logits, params and uniform -> same ids.
     Raises NonFiniteLogitsError (a ValueError) naming `step` when the logits hold NaN / +inf or an all -inf row.
     """
-    check_finite(logits, step)
     xp = array_module(logits)
     if not params.do_sample:
+        if xp is np:
+            return _greedy_host(logits, step)
+        check_finite(logits, step)
         return xp.argmax(logits, axis=-1).astype(xp.int64)
+    check_finite(logits, step)
     if uniform is None:
         raise ValueError("sample: do_sample=True needs `uniform`, one draw in [0, 1) per batch row")
     u = xp.asarray(uniform, dtype=xp.float64).reshape(-1)  # [B]

@@ -63,9 +63,10 @@ class Transfers:
         buf.copy_from_host(host, offset)
         self.note("h2d", host.nbytes, what)
 
-    def download(self, buf, what: str, count: int | None = None, offset: int = 0) -> np.ndarray:
-        """Copy `count` elements (default all) of `buf` from `offset` to a new host array."""
-        out = buf.copy_to_host(count, offset)
+    def download(self, buf, what: str, count: int | None = None, offset: int = 0,
+                 out: np.ndarray | None = None) -> np.ndarray:
+        """Copy `count` elements (default all) of `buf` from `offset` to a new host array, or into `out`."""
+        out = buf.copy_to_host(count, offset, out)
         self.note("d2h", out.nbytes, what)
         return out
 

@@ -3,6 +3,10 @@
     prefill(x [1,S,H] | ids [1,S])  -> logits of the last prompt position   (uncaptured)
     step(x [1,1,H] | id [1,1])      -> logits [V] of the new position       (host-fed)
 
+Logits come back as a new float32 array [V] by default. With reuse=True (the pipeline's host loop)
+they come back in the model's dtype in one host array the decoder owns (page-locked on CUDA), which
+the next prefill/step overwrites: no allocation and no float16 -> float32 pass per step.
+
 Every input and output of a decode step is bound ONCE to a fixed buffer (`decoders.buffers`):
 the one-token input, position_ids [1,1], a static attention mask [1,max_length] whose next slot is
 set to 1 each step, logits [1,1,V] and the KV cache (`kvcache.FixedKV`, past and present sharing
@@ -21,7 +25,7 @@ from ..devices import Device
 from ..kvcache import ConcatKV, FixedKV
 from ..modelfolder import ModelFolder
 from ..transfers import Transfers
-from .buffers import Buffer, allocate
+from .buffers import Buffer, allocate, host_array
 
 
 class DecoderError(RuntimeError):
@@ -65,6 +69,7 @@ class BoundDecoder:
         self.pos_step = allocate((1, 1), np.int64, device)
         self.mask = allocate((1, self.max_length), np.int64, device)
         self.logits_step = allocate((1, 1, self.vocab), self.dtype, device)
+        self.logits_host = host_array(self.vocab, self.dtype, device)  # [V]: reuse=True reads land here
         self.io_step = session.io_binding()
         self._bind_step(self.io_step)
         self.run_options = self._run_options(graph_id=-1)
@@ -109,10 +114,10 @@ class BoundDecoder:
     def end_generation(self) -> None:
         """Hook, called when a generation ends (also when it is abandoned)."""
 
-    def prefill(self, x) -> np.ndarray:
-        """Run the prompt; return the last position's logits [V] on the host."""
+    def prefill(self, x, reuse: bool = False) -> np.ndarray:
+        """Run the prompt; return the last position's logits [V] on the host (reuse: see module docstring)."""
         logits, S = self.prefill_on_device(x)
-        return self._read_logits(logits, offset=(S - 1) * self.vocab)
+        return self._read_logits(logits, offset=(S - 1) * self.vocab, reuse=reuse)
 
     def prefill_on_device(self, x) -> tuple[Buffer, int]:
         """Run the prompt (uncaptured). x: host array [1,S,H] / ids [1,S], or an OrtValue on the device.
@@ -188,11 +193,13 @@ class BoundDecoder:
         self.steps_run += 1
         self.kv.position = t + 1
 
-    def step(self, x: np.ndarray) -> np.ndarray:
+    def step(self, x: np.ndarray, reuse: bool = False) -> np.ndarray:
         self.feed(x)
         self.run_step()
-        return self._read_logits(self.logits_step)
+        return self._read_logits(self.logits_step, reuse=reuse)
 
-    def _read_logits(self, buf: Buffer, offset: int = 0) -> np.ndarray:
-        # float32 on the host: numpy's float16 argmax/isfinite are ~10x slower (1.3 ms at V=262144)
-        return self.transfers.download(buf, "logits", count=self.vocab, offset=offset).astype(np.float32, copy=False)
+    def _read_logits(self, buf: Buffer, offset: int = 0, reuse: bool = False) -> np.ndarray:
+        out = self.transfers.download(buf, "logits", count=self.vocab, offset=offset, out=self.logits_host)
+        # reuse: the decoder's array in the model's dtype (sampling's greedy path reads float16 as is);
+        # else a caller-owned float32 copy (numpy's float16 argmax/isfinite are ~10x slower than float32's)
+        return out if reuse else out.astype(np.float32)

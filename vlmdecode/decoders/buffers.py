@@ -52,10 +52,32 @@ class Buffer:
         else:
             self.array.reshape(-1)[offset: offset + host.size] = host.reshape(-1)
 
-    def copy_to_host(self, count: int | None = None, offset: int = 0) -> np.ndarray:
+    def copy_to_host(self, count: int | None = None, offset: int = 0, out: np.ndarray | None = None) -> np.ndarray:
+        """Elements [offset, offset + count) -> a new host array, or into `out` (1-D, same dtype, `count` long;
+        on CUDA page-locked from `host_array`, so the copy is one DMA). Returns the host array."""
         count = self.array.size - offset if count is None else count
         flat = self.array.reshape(-1)[offset: offset + count]
-        return flat.get() if self.device.is_cuda else flat.copy()
+        if out is None:
+            return flat.get() if self.device.is_cuda else flat.copy()
+        if out.shape != (count,) or out.dtype != self.dtype:
+            raise ValueError(f"out must be a ({count},) {self.dtype} host array, got {out.shape} {out.dtype}")
+        if self.device.is_cuda:
+            flat.get(out=out)  # on the current stream; waits for it (and the work queued before the copy)
+        else:
+            out[...] = flat
+        return out
+
+
+def host_array(count: int, dtype, device: Device) -> np.ndarray:
+    """A 1-D host array to download into again and again: page-locked for a CUDA device (one DMA per
+    copy, no driver staging), plain numpy for the CPU."""
+    dtype = np.dtype(dtype)
+    if not device.is_cuda:
+        return np.zeros(count, dtype)
+    import cupy
+
+    mem = cupy.cuda.alloc_pinned_memory(max(count * dtype.itemsize, 1))
+    return np.frombuffer(mem, dtype, count)  # the array keeps `mem` (and so the pinned pages) alive
 
 
 def allocate(shape, dtype, device: Device, fill=0) -> Buffer:

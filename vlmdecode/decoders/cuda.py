@@ -256,12 +256,16 @@ class CudaDecoder(BoundDecoder):
         elif self.runs_this_graph > ORT_WARMUP_RUNS + 1:
             self.replayed += 1  # runs 1..ORT_WARMUP_RUNS ran uncaptured: counters() counts them as eager
 
-    def step(self, x: np.ndarray) -> np.ndarray:
+    def step(self, x: np.ndarray, reuse: bool = False) -> np.ndarray:
         with self.stream:
             self.feed(x)
         self.run_step()
         with self.stream:
-            return self._read_logits(self.logits_step)
+            return self._read_logits(self.logits_step, reuse=reuse)
+
+    def prefill(self, x, reuse: bool = False) -> np.ndarray:
+        with self.stream:  # the logits download too: it must queue behind the prompt's run
+            return super().prefill(x, reuse)
 
     def prefill_on_device(self, x):
         with self.stream:
