@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|bench-tiny|bench-1b|profile
+#   bash scripts/h200.sh tests|graph-memory|bench-tiny|bench-1b|profile   (REPEATS=N: bench-1b rounds)
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
 export VLMDECODE_GIT_SHA=${VLMDECODE_GIT_SHA:-$(cat .gitsha 2>/dev/null)}
@@ -12,6 +12,8 @@ case "$1" in
     python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py -v -p no:cacheprovider -o addopts="" \
         --junitxml="$OUT/gpu_tests.xml" 2>&1 | cat /tmp/gpu_info.txt - | tee "$OUT/gpu_test_log.txt"
     python3 -m vlmdecode.cli demo --max-new-tokens 24 2>&1 | tee "$OUT/gpu_demo_log.txt"
+    ;;
+  graph-memory)
     python3 scripts/h200_graph_memory.py "$OUT/h200_graph_memory.json" 2>&1 | grep -v "plugin EP"
     ;;
   bench-tiny)
@@ -22,7 +24,7 @@ case "$1" in
     # the modes the targets name, every layout, side by side in one process
     python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --contexts 128 1024 \
         --modes graph device tokenid-graph genai-graph --layouts unfused fused fused-cuda \
-        --new-tokens 48 --repeats 3 --tag h200_bench_gemma3-1b --out "$OUT" 2>&1 | grep -v "plugin EP" | tail -n 40
+        --new-tokens 48 --repeats ${REPEATS:-3} --tag h200_bench_gemma3-1b --out "$OUT" 2>&1 | grep -v "plugin EP" | tail -n 40
     ;;
 esac
 if [ "$1" = profile ]; then

@@ -51,6 +51,35 @@ def test_layouts_tag_and_one_kv_capacity(result, tmp_path):
     assert (tmp_path / "layouts.csv").is_file() and (tmp_path / "layouts.json").is_file()
 
 
+def test_rounds_interleave_scenarios_and_keep_errors_to_their_row(result, tmp_path, monkeypatch):
+    _, root = result
+    calls = []
+
+    def fake_once(vlmdecode, plan, folder_dir, dev, mode, ctx, loaded, capacity):
+        if (mode, ctx) == ("naive", 32):
+            raise RuntimeError("cannot load")
+        seq = iter([5.0, 1.0, 3.0])  # this scenario's per-round steady ms
+
+        def once():
+            calls.append((mode, ctx))
+            if (mode, ctx) == ("naive", 16) and calls.count(("naive", 16)) == 2:
+                raise ValueError("round 2 failed")
+            return dict(steady=next(seq), tail=dict(tokens=8))
+        return once
+
+    monkeypatch.setattr(bench, "_once", fake_once)
+    df = bench.run_matrix(presets=["tiny"], devices=["cpu"], modes=["resident", "naive"], contexts=[16, 32],
+                          new_tokens=8, repeats=3, out_dir=tmp_path, root=root / "cache", log=lambda s: None,
+                          progress=False)
+    r16, r32, n16 = ("resident", 16), ("resident", 32), ("naive", 16)
+    # round 1 forward; round 2 in reverse, where naive/16 fails and the rest go on; round 3 forward without it
+    assert calls == [r16, r32, n16, n16, r32, r16, r16, r32]
+    df = df.set_index(["mode", "context"])
+    assert df.loc[r16, "per_token_ms"] == 3.0 and df.loc[r16, "repeats"] == 3
+    assert df.loc[r16, "spread"] == (5.0 - 1.0) / 3.0
+    assert df.loc[n16, "error"] == "ValueError: round 2 failed" and df.loc[("naive", 32), "error"].startswith("Runt")
+
+
 def test_compare_flags_a_slowdown(result, tmp_path):
     df, root = result
     base = root / "out" / "bench.csv"

@@ -3,8 +3,10 @@
     run_matrix(presets, devices, modes, contexts) -> DataFrame; writes CSV + JSON (with provenance)
     compare(base_csv, new_csv)                     -> % change per scenario, regressions flagged
 
-Method: models load and warm up before timing; each scenario runs `repeats` times; per-token time
-is the median over a steady-state window (first `skip` tokens dropped: capture, warm-up), and
+Method: every model of a preset and layout loads and warms up before timing; then `repeats` rounds
+each run every scenario once (odd rounds in reverse order), so the modes being compared are measured
+interleaved, not one after another. Per-token time is the median over rounds of a steady-state
+window's median (first `skip` tokens dropped: capture, warm-up), and
 independently the two-length method ((T(n) - T(n/2)) / (n/2), which cancels prefill). The floor is
 (decoder weight bytes + KV bytes read at that context) / device-to-device copy bandwidth measured in
 the same run. Not a timed test: targets are read off the results files.
@@ -76,35 +78,35 @@ def kv_read_bytes(folder, context: int) -> int:
     return int(sum(per_token_layer * (context if k == "global" else min(context, window)) for k in kinds))
 
 
-# ---- timing one scenario ---------------------------------------------------------------------
+# ---- timing one scenario: a warmed-up `once()` per scenario, repeats taken in rounds ------------
 def _steady_ms(seconds: list, skip: int) -> float:
     window = seconds[skip:] if len(seconds) > skip + 2 else seconds[1:]
     return float(np.median(window) * 1e3)
 
 
-def time_pipeline(pipe, context: int, new_tokens: int, repeats: int, skip: int) -> dict:
+def pipeline_once(pipe, context: int, new_tokens: int, skip: int):
+    """Warm `pipe` up on this scenario, return once() -> one repeat: steady per-token ms, the two-length
+    estimate (T(n) - T(n/2)) / (n/2), time to first token, and the last generation's bytes and counters."""
     ids = prompt_ids(context)
     pipe.generate_from_ids(ids, max_new_tokens=min(new_tokens, 8), stop=())  # warm-up: sessions, kernels
-    steady, two_len, ttft = [], [], []
-    last = None
-    for _ in range(repeats):
-        totals = {}
+
+    def once() -> dict:
+        totals, last = {}, None
         for n in (new_tokens // 2, new_tokens):
             t0 = time.perf_counter()
-            r = pipe.generate_from_ids(ids, max_new_tokens=n, stop=(), _t0=t0)
+            last = pipe.generate_from_ids(ids, max_new_tokens=n, stop=(), _t0=t0)
             totals[n] = time.perf_counter() - t0
-            last = r
-        steady.append(_steady_ms([s.seconds for s in last.steps], skip))
-        two_len.append((totals[new_tokens] - totals[new_tokens // 2]) / (new_tokens - new_tokens // 2) * 1e3)
-        ttft.append(last.ttft_seconds * 1e3)
-    tail = last.steps[-1]
-    return dict(per_token_ms=float(np.median(steady)), spread=float((max(steady) - min(steady)) / np.median(steady)),
-                two_length_ms=float(np.median(two_len)), ttft_ms=float(np.median(ttft)), h2d_per_step=tail.h2d_bytes,
-                d2h_per_step=tail.d2h_bytes, kv_per_step=tail.kv_bytes, tokens=len(last.tokens),
-                first_tokens=" ".join(map(str, last.tokens[:8])), **{f"n_{k}": v for k, v in last.counters.items()})
+        tail = last.steps[-1]
+        return dict(steady=_steady_ms([s.seconds for s in last.steps], skip), ttft=last.ttft_seconds * 1e3,
+                    two_length=(totals[new_tokens] - totals[new_tokens // 2]) / (new_tokens - new_tokens // 2) * 1e3,
+                    tail=dict(h2d_per_step=tail.h2d_bytes, d2h_per_step=tail.d2h_bytes, kv_per_step=tail.kv_bytes,
+                              tokens=len(last.tokens), first_tokens=" ".join(map(str, last.tokens[:8])),
+                              **{f"n_{k}": v for k, v in last.counters.items()}))
+    return once
 
 
-def time_naive(pipe, context: int, new_tokens: int, repeats: int, skip: int, device: str) -> dict:
+def naive_once(pipe, context: int, new_tokens: int, skip: int, device: str):
+    """The naive loop (numpy KV through session.run every step) on `pipe`'s folder; warmed up once."""
     from .decoders.naive import naive_decode
     from .sessions import make_session
     from .transfers import Transfers
@@ -112,37 +114,46 @@ def time_naive(pipe, context: int, new_tokens: int, repeats: int, skip: int, dev
     sess = make_session(pipe.folder.decoder.path, device)
     ids = prompt_ids(context)
     x = ids if pipe.folder.info.drive == "ids" else pipe.embed(ids, None)
-    steady, t = [], Transfers()
-    tokens = []
-    for _ in range(repeats + 1):  # first pass warms up
-        t.reset()
+
+    def once() -> dict:
+        t = Transfers()
         stamps, tokens = [time.perf_counter()], []
         for tok, _ in naive_decode(pipe.folder, sess, x, pipe.token_input, new_tokens - 1, t):
             stamps.append(time.perf_counter())
             tokens.append(tok)
-        steady.append(_steady_ms(list(np.diff(stamps)), skip))
-    steady = steady[1:]
-    last = t.steps[-1]
-    return dict(per_token_ms=float(np.median(steady)), spread=float((max(steady) - min(steady)) / np.median(steady)),
-                h2d_per_step=last.h2d, d2h_per_step=last.d2h, kv_per_step=last.kv, tokens=len(tokens),
-                first_tokens=" ".join(map(str, tokens[:8])))
+        last = t.steps[-1]
+        return dict(steady=_steady_ms(list(np.diff(stamps)), skip),
+                    tail=dict(h2d_per_step=last.h2d, d2h_per_step=last.d2h, kv_per_step=last.kv, tokens=len(tokens),
+                              first_tokens=" ".join(map(str, tokens[:8]))))
+    once()  # warm-up pass
+    return once
 
 
-def time_genai(folder_root, context: int, new_tokens: int, repeats: int, skip: int, device: str, graph: bool,
-               pixel_dtype=None, max_length: int | None = None) -> dict:
-    from .peer import genai_greedy, load_genai_model
+def genai_once(model, context: int, new_tokens: int, skip: int, max_length: int | None = None):
+    """onnxruntime-genai's greedy loop on a loaded model (peer.load_genai_model); warmed up once."""
+    from .peer import genai_greedy
 
-    model = load_genai_model(folder_root, device, cuda_graph=graph if device != "cpu" else None)
     ids = prompt_ids(context)[0]
     genai_greedy(model, ids, min(new_tokens, 8), max_length=max_length)
-    steady, ttft, tokens = [], [], []
-    for _ in range(repeats):
+
+    def once() -> dict:
         r = genai_greedy(model, ids, new_tokens, max_length=max_length)
-        steady.append(_steady_ms(r.step_seconds, skip))
-        ttft.append(r.ttft_seconds * 1e3)
-        tokens = r.tokens
-    return dict(per_token_ms=float(np.median(steady)), spread=float((max(steady) - min(steady)) / np.median(steady)),
-                ttft_ms=float(np.median(ttft)), tokens=len(tokens), first_tokens=" ".join(map(str, tokens[:8])))
+        return dict(steady=_steady_ms(r.step_seconds, skip), ttft=r.ttft_seconds * 1e3,
+                    tail=dict(tokens=len(r.tokens), first_tokens=" ".join(map(str, r.tokens[:8]))))
+    return once
+
+
+def summarize(samples: list[dict]) -> dict:
+    """Repeats of one scenario -> medians (per_token_ms from the steady windows), spread = (max - min) /
+    median of the steady medians, and the last repeat's bytes, counters and tokens."""
+    steady = [s["steady"] for s in samples]
+    row = dict(per_token_ms=float(np.median(steady)),
+               spread=float((max(steady) - min(steady)) / np.median(steady)), repeats=len(samples))
+    for key, col in (("two_length", "two_length_ms"), ("ttft", "ttft_ms")):
+        if key in samples[0]:
+            row[col] = float(np.median([s[key] for s in samples]))
+    row.update(samples[-1]["tail"])
+    return row
 
 
 def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
@@ -187,6 +198,8 @@ def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, n
 
     plan = _Plan(modes, contexts, peer, root, new_tokens, repeats, skip, out_dir, tag, log, progress)
     rows, prov = [], provenance()
+    prov["method"] = ("models loaded and warmed up first; then `repeats` rounds, each running every scenario of a "
+                      "preset/layout once, odd rounds in reverse order; medians over rounds")
     bw = None
     for device in devices:
         dev = parse_device(device)
@@ -218,7 +231,10 @@ class _Plan:
 
 
 def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
-    """Every (mode, context) scenario of one preset and layout on one device; rows appended as measured."""
+    """Every (mode, context) scenario of one preset and layout on one device, side by side: all models
+    load and warm up first, then each round runs every scenario once (alternate rounds in reverse order,
+    so a drift of the machine during the run falls evenly on all of them); rows are rewritten after
+    every round, so a cut-off run keeps what it measured."""
     from tqdm.auto import tqdm
 
     from .cli import ensure_fixture
@@ -239,33 +255,52 @@ def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
     capacity = max(ctxs) + plan.new_tokens
     folder = ModelFolder.load(folder_dir)
     weight_bytes = decoder_weight_bytes(folder) if dev.is_cuda else 0
-    pipes = {}
     key = f"{name}/{layout}"
-    bar = tqdm(total=len(want) * len(ctxs), desc=f"bench {key} {dev}", unit="scenario", disable=not plan.progress)
+    scenarios, loaded = [], {}
+    bar = tqdm(total=len(want) * len(ctxs) * (plan.repeats + 1), desc=f"bench {key} {dev}", unit="run",
+               disable=not plan.progress)
     for mode in want:
         for ctx in ctxs:
-            bar.set_postfix_str(f"{mode} ctx {ctx}")
+            bar.set_postfix_str(f"warm-up {mode} ctx {ctx}")
             base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, context=ctx,
                         kv_capacity=capacity)
             try:
-                row = _one(vlmdecode, plan, folder_dir, dev, mode, ctx, pipes, capacity)
+                once, error = _once(vlmdecode, plan, folder_dir, dev, mode, ctx, loaded, capacity), None
             except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
-                row = dict(error=f"{type(e).__name__}: {e}"[:300])
-            row.update(base)
-            if dev.is_cuda and "per_token_ms" in row:
-                floor = (weight_bytes + kv_read_bytes(folder, ctx)) / bw * 1e3
-                row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
-            plan.log(json.dumps(row, default=str))
-            rows.append(row)
-            _write(plan.out_dir, plan.tag, rows, prov)  # after every row: a cut-off run keeps what it measured
+                once, error = None, f"{type(e).__name__}: {e}"[:300]
+            scenarios.append(dict(base=base, once=once, error=error, samples=[]))
             bar.update(1)
+    first_row = len(rows)
+    for r in range(plan.repeats):
+        for sc in scenarios if r % 2 == 0 else scenarios[::-1]:
+            if sc["error"] is None:
+                bar.set_postfix_str(f"round {r + 1} {sc['base']['mode']} ctx {sc['base']['context']}")
+                try:
+                    sc["samples"].append(sc["once"]())
+                except Exception as e:  # noqa: BLE001
+                    sc["error"] = f"{type(e).__name__}: {e}"[:300]
+            bar.update(1)
+        rows[first_row:] = [_row(sc, folder, weight_bytes, bw) for sc in scenarios]
+        _write(plan.out_dir, plan.tag, rows, prov)
     bar.close()
-    if dev.is_cuda and pipes:
+    for row in rows[first_row:]:
+        plan.log(json.dumps(row, default=str))
+    if dev.is_cuda and loaded:
         try:
             prov[f"nodes_per_step[{key}]"] = nodes_per_step(folder, str(dev))
         except Exception as e:  # noqa: BLE001
             prov[f"nodes_per_step[{key}]"] = f"unavailable: {e}"
-    pipes.clear()
+    loaded.clear()
+
+
+def _row(sc: dict, folder, weight_bytes: int, bw: float | None) -> dict:
+    """One scenario's result row: its summary (or its error) and, on CUDA, the floor at its context."""
+    row = summarize(sc["samples"]) if sc["samples"] and sc["error"] is None else dict(error=sc["error"])
+    row.update(sc["base"])
+    if bw and "per_token_ms" in row:
+        floor = (weight_bytes + kv_read_bytes(folder, row["context"])) / bw * 1e3
+        row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
+    return row
 
 
 def _write(out_dir, tag, rows, prov) -> None:
@@ -279,28 +314,32 @@ def _write(out_dir, tag, rows, prov) -> None:
     (out / f"{tag}.json").write_text(json.dumps({"provenance": prov, "rows": rows}, indent=2, default=str) + "\n")
 
 
-def _one(vlmdecode, plan: _Plan, folder_dir, dev, mode, ctx, pipes, capacity):
-    new_tokens, repeats, skip = plan.new_tokens, plan.repeats, plan.skip
+def _once(vlmdecode, plan: _Plan, folder_dir, dev, mode, ctx, loaded, capacity):
+    """The warmed-up once() of one scenario; models load once per mode into `loaded` and serve every context."""
+    new_tokens, skip = plan.new_tokens, plan.skip
     if mode.startswith("genai"):
-        return time_genai(folder_dir, ctx, new_tokens, repeats, skip, dev.kind, graph=mode == "genai-graph",
-                          max_length=capacity)
+        from .peer import load_genai_model
+
+        if mode not in loaded:
+            graph = mode == "genai-graph" if dev.is_cuda else None
+            loaded[mode] = load_genai_model(folder_dir, dev.kind, cuda_graph=graph)
+        return genai_once(loaded[mode], ctx, new_tokens, skip, max_length=capacity)
     load = functools.partial(vlmdecode.load, max_length=capacity)
     if mode == "naive-concat":  # the `onnx` attention build: numpy KV concatenated by the graph each step
         eager = None if not dev.is_cuda else "eager"
-        pipe = pipes.setdefault(mode, load(cli_fixture(folder_dir, "onnx"), str(dev), eager))
-        return time_naive(pipe, ctx, new_tokens, repeats, skip, str(dev))
-    if mode == "naive":
-        pipe = pipes.setdefault("resident" if not dev.is_cuda else "eager",
-                                load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
-        return time_naive(pipe, ctx, new_tokens, repeats, skip, str(dev))
-    if mode not in pipes:
+        pipe = loaded.setdefault(mode, load(cli_fixture(folder_dir, "onnx"), str(dev), eager))
+        return naive_once(pipe, ctx, new_tokens, skip, str(dev))
+    if mode == "naive":  # a pipeline only for its folder, embedding and token_input
+        pipe = loaded.setdefault("naive", load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
+        return naive_once(pipe, ctx, new_tokens, skip, str(dev))
+    if mode not in loaded:
         if mode == "tokenid-graph":
-            pipes[mode] = load(Path(folder_dir) / "text", str(dev), "graph")
+            loaded[mode] = load(Path(folder_dir) / "text", str(dev), "graph")
         elif mode == "device-session":  # the embedding session writes the decoder's input (vs a gather)
-            pipes[mode] = load(folder_dir, str(dev), "device", embed_via="session")
+            loaded[mode] = load(folder_dir, str(dev), "device", embed_via="session")
         else:
-            pipes[mode] = load(folder_dir, str(dev), None if mode == "resident" else mode)
-    return time_pipeline(pipes[mode], ctx, new_tokens, repeats, skip)
+            loaded[mode] = load(folder_dir, str(dev), None if mode == "resident" else mode)
+    return pipeline_once(loaded[mode], ctx, new_tokens, skip)
 
 
 def cli_fixture(folder_dir, attention: str) -> Path:
