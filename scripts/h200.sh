@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|graph-memory|bench-tiny|bench-1b|profile   (REPEATS=N: bench-1b rounds)
+#   bash scripts/h200.sh tests|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|profile   (REPEATS=N: bench-1b rounds)
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
 export VLMDECODE_GIT_SHA=${VLMDECODE_GIT_SHA:-$(cat .gitsha 2>/dev/null)}
@@ -25,6 +25,12 @@ case "$1" in
     python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --contexts 128 1024 \
         --modes graph device tokenid-graph genai-graph --layouts unfused fused fused-cuda \
         --new-tokens 48 --repeats ${REPEATS:-3} --tag h200_bench_gemma3-1b --out "$OUT" 2>&1 | grep -v "plugin EP" | tail -n 40
+    ;;
+  bench-1b-matrix)
+    # every mode (naive .. genai) at contexts 128, 1024, 4096 on the fastest layout
+    python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --layouts fused-cuda \
+        --new-tokens 48 --repeats ${REPEATS:-3} --tag h200_bench_gemma3-1b_matrix --out "$OUT" 2>&1 \
+        | grep -v "plugin EP" | tail -n 30
     ;;
 esac
 if [ "$1" = profile ]; then
