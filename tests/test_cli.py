@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import vlmdecode
-from vlmdecode.cli import EXIT_BAD_INPUT, main
+from vlmdecode.cli import EXIT_BAD_INPUT, main, parser
 from vlmdecode.fixture import build_fixture, preset
 from vlmdecode.fixture.build import FIXTURE_JSON
 from vlmdecode.modelfolder import ModelFolder
@@ -290,3 +290,10 @@ def test_subprocess(model, pipe, tmp_path):
     assert "time to first token" in p.stdout and "Traceback" not in p.stderr
     bad = _run("generate", "--model", tmp_path / "nope", "--prompt", "hi")
     assert_bad_input(bad.returncode, bad.stdout, bad.stderr, "does not exist")
+
+
+def test_bench_run_contexts_default_per_preset():
+    # no --contexts: run_matrix takes each preset's own list (gemma3-1b 128 1024 4096), not one list for all
+    args = parser().parse_args(["bench", "run", "--presets", "gemma3-1b"])
+    assert args.contexts is None
+    assert parser().parse_args(["bench", "run", "--contexts", "64", "96"]).contexts == [64, 96]

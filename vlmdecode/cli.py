@@ -117,6 +117,7 @@ def cmd_bench(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .bench import CONTEXTS
     p = argparse.ArgumentParser(prog="vlmdecode", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("demo", help="build the tiny fixture if needed and run image + prompt -> text")
@@ -149,7 +150,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--presets", nargs="+", default=["tiny"])
     r.add_argument("--devices", nargs="+", default=["cpu"])
     r.add_argument("--modes", nargs="+", default=None)
-    r.add_argument("--contexts", nargs="+", type=int, default=[128])
+    r.add_argument("--contexts", nargs="+", type=int, default=None,
+                   help="prompt lengths; default per preset: " + ", ".join(
+                       f"{k} {' '.join(map(str, v))}" for k, v in CONTEXTS.items()))
     r.add_argument("--new-tokens", type=int, default=64)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--no-peer", action="store_true")
