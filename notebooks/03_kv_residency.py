@@ -62,11 +62,12 @@ plt.show()
 
 # %% [markdown]
 # ## Recorded on an H200 (fp16)
-# Bytes per step of the CUDA modes from `data/results/h200_bench_*.csv`: naive moves the KV both ways,
-# eager/graph move the embedding and logits, device mode reads back 8 bytes (the token id).
+# Bytes per step of the CUDA modes from `data/results/h200_bench_*.csv` and `h200_matrix_*.csv`: naive
+# moves the KV both ways, eager/graph move the embedding and logits, device mode reads back 8 bytes (the
+# token id).
 
 # %% tags=["nbval-ignore-output"]
-recorded = explore.ok_results(explore.load_results())
+recorded = explore.ok_results(explore.load_results(("h200_bench_*.csv", "h200_matrix_*.csv")))
 cols = ["preset", "context", "mode", "h2d_per_step", "d2h_per_step", "kv_per_step"]
 display(recorded[cols].sort_values(["preset", "context", "mode"]).reset_index(drop=True))
 plots.plot_recorded_bytes(recorded)

@@ -53,6 +53,17 @@ plt.show()
 explore.bench_ratios(bench).round(3)
 
 # %% [markdown]
+# ## Every mode on gemma3-1b, contexts 128 to 4096
+# `data/results/h200_matrix_gemma3-1b.csv`: the fused-cuda layout, one KV capacity (4096 + 48) for all
+# modes and onnxruntime-genai, so per-token time is flat over context for every mode but naive.
+
+# %% tags=["nbval-ignore-output"]
+matrix = explore.load_results("h200_matrix_*.csv")
+display(explore.ok_results(matrix).pivot_table(index="context", columns="mode", values="per_token_ms").round(3))
+plots.plot_latency_by_mode(matrix, title="every mode, gemma3-1b fused-cuda (H200)")
+plt.show()
+
+# %% [markdown]
 # ## What one captured step costs on the device
 # `data/results/h200_profile_layouts.json`: one decode step replayed back to back with no host work
 # (CUDA events), the token-id decoder's step, the eager step and onnxruntime nodes per step. The loop
@@ -64,6 +75,16 @@ profile = explore.profile_table()
 cols = ["preset", "layout", "nodes_per_step", "eager_step_device_ms", "graph_step_device_ms",
         "tokenid_graph_step_device_ms", "floor_ms"]
 profile[[c for c in cols if c in profile]].round(3)
+
+# %% [markdown]
+# The other term: N dependent tiny kernels (one 1152-element fp16 row each) in one replayed CUDA graph
+# (`data/results/h200_launch_floor.json`). The slope is what any kernel costs in a replayed graph, whatever
+# its bytes; a gemma3-1b fused-cuda step launches ~395 kernels (`h200_kernels.json`).
+
+# %% tags=["nbval-ignore-output"]
+floor = explore.launch_floor()
+print(f"{floor.attrs['us_per_kernel']:.2f} us per kernel; 395 kernels >= {395 * floor.attrs['us_per_kernel']:.0f} us")
+floor.round(2)
 
 # %% [markdown]
 # ## Per-step lines, live

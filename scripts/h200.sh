@@ -29,7 +29,7 @@ case "$1" in
   bench-1b-matrix)
     # every mode (naive .. genai) at contexts 128, 1024, 4096 on the fastest layout
     python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --layouts fused-cuda \
-        --new-tokens 48 --repeats ${REPEATS:-3} --tag h200_bench_gemma3-1b_matrix --out "$OUT" 2>&1 \
+        --new-tokens 48 --repeats ${REPEATS:-3} --tag h200_matrix_gemma3-1b --out "$OUT" 2>&1 \
         | grep -v "plugin EP" | tail -n 30
     ;;
 esac

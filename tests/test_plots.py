@@ -69,7 +69,7 @@ def test_load_results_and_ratios(bench, tmp_path):
     assert len(E.ok_results(df)) == 10  # the errored genai rows are dropped
     assert (df["layout"] == "unfused").all()  # a file without the column: results from before layouts
     r = E.bench_ratios(df)
-    assert list(r.columns) == ["preset", "layout", "dtype", "device", "context", "graph/eager",
+    assert list(r.columns) == ["preset", "layout", "dtype", "device", "context", "kv_capacity", "graph/eager",
                                "graph/tokenid-graph", "device/tokenid-graph", "device/genai-graph", "device/floor"]
     assert np.allclose(r["graph/eager"], 0.5) and np.allclose(r["device/tokenid-graph"], 0.5)
     assert np.allclose(r["graph/tokenid-graph"], 1.25) and r["device/genai-graph"].isna().all()  # genai errored
@@ -79,6 +79,12 @@ def test_load_results_and_ratios(bench, tmp_path):
     r = E.bench_ratios(E.load_results(root=tmp_path))
     assert list(r["layout"]) == ["fused", "fused", "unfused", "unfused"]
     assert np.allclose(r["device/floor"], [1.0, 1.0, 2.0, 2.0])
+    # another KV capacity is other work: its own rows, never pooled with the first
+    big = bench.assign(layout="unfused", kv_capacity=4096, per_token_ms=bench["per_token_ms"] * 3)
+    pd.concat([bench.assign(layout="unfused", kv_capacity=256), big]).to_csv(tmp_path / "h200_bench_x.csv", index=False)
+    r = E.bench_ratios(E.load_results(root=tmp_path))
+    assert sorted(r["kv_capacity"]) == [256, 256, 4096, 4096]
+    assert np.allclose(r.set_index("kv_capacity")["device/floor"].sort_index(), [2, 2, 6, 6])
     empty = E.load_results(root=tmp_path / "none")
     assert empty.empty and E.bench_ratios(empty).empty
 
@@ -240,3 +246,13 @@ def test_profile_table(tmp_path):
     recorded = E.profile_table()
     if not recorded.empty:
         assert set(recorded["layout"]) == {"unfused", "fused", "fused-cuda"}
+
+
+def test_launch_floor_reads_rows_and_fit(tmp_path):
+    path = tmp_path / "lf.json"
+    path.write_text('{"rows": [{"kernels": 1, "graph_us": 2.0, "us_per_kernel": 2.0}, '
+                    '{"kernels": 10, "graph_us": 11.0, "us_per_kernel": 1.1}], "fit_us_per_kernel": 1.0}')
+    t = E.launch_floor(path)
+    assert list(t["kernels"]) == [1, 10] and t.attrs["us_per_kernel"] == 1.0
+    missing = E.launch_floor(tmp_path / "none.json")
+    assert missing.empty and np.isnan(missing.attrs["us_per_kernel"])

@@ -114,9 +114,12 @@ def results_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[1] / "data" / "results"
 
 
-def load_results(pattern: str = "h200_bench_*.csv", root=None) -> pd.DataFrame:
-    """All recorded benchmark CSVs matching `pattern`, concatenated (empty DataFrame if none)."""
-    files = sorted(Path(root or results_dir()).glob(pattern))
+def load_results(pattern: str | tuple = "h200_bench_*.csv", root=None) -> pd.DataFrame:
+    """All recorded benchmark CSVs matching `pattern` (or any of a tuple of patterns), concatenated, with
+    the file name in `source` (empty DataFrame if none). h200_bench_*: layouts side by side at one KV
+    capacity; h200_matrix_*: every mode at contexts up to 4096 (another capacity: keep them apart)."""
+    patterns = (pattern,) if isinstance(pattern, str) else tuple(pattern)
+    files = sorted({f for p in patterns for f in Path(root or results_dir()).glob(p)})
     if not files:
         return pd.DataFrame(columns=["preset", "dtype", "device", "mode", "context", "per_token_ms", "error"])
     df = pd.concat([pd.read_csv(f).assign(source=f.name) for f in files], ignore_index=True)
@@ -154,11 +157,15 @@ RATIOS = {  # the issue's targets, as numerator/denominator modes
 
 
 def bench_ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (preset, layout, dtype, device, context): the RATIOS and device/floor (NaN where a mode is missing)."""
+    """Per (preset, layout, dtype, device, context, KV capacity): the RATIOS and device/floor (NaN where a mode
+    is missing). Capacity is a key because attention work follows it on CUDA: runs with different capacities
+    are different work, never pooled."""
     ok = ok_results(df)
     if "layout" not in ok:
         ok = ok.assign(layout="unfused")
-    keys = ["preset", "layout", "dtype", "device", "context"]
+    # files from before one capacity for all modes: -1, their own group
+    ok = ok.assign(kv_capacity=ok["kv_capacity"].fillna(-1) if "kv_capacity" in ok else -1)
+    keys = ["preset", "layout", "dtype", "device", "context", "kv_capacity"]
     if ok.empty:
         return pd.DataFrame(columns=keys + list(RATIOS) + ["device/floor"])
     wide = ok.pivot_table(index=keys, columns="mode", values="per_token_ms", aggfunc="median")
@@ -185,6 +192,22 @@ def profile_table(path=None) -> pd.DataFrame:
                 rows.append({"preset": preset, "layout": layout, "context": res["context"],
                              **{k: v for k, v in r.items() if k != "ops"}})
     return pd.DataFrame(rows)
+
+
+def launch_floor(path=None) -> pd.DataFrame:
+    """h200_launch_floor.json as rows (kernels, graph_us, us_per_kernel); the fitted µs per kernel of a
+    replayed CUDA graph in `.attrs["us_per_kernel"]` (NaN without the file)."""
+    import json
+
+    path = Path(path or results_dir() / "h200_launch_floor.json")
+    if not path.is_file():
+        t = pd.DataFrame(columns=["kernels", "graph_us", "us_per_kernel"])
+        t.attrs["us_per_kernel"] = float("nan")
+        return t
+    data = json.loads(path.read_text())
+    t = pd.DataFrame(data["rows"])
+    t.attrs["us_per_kernel"] = float(data["fit_us_per_kernel"])
+    return t
 
 
 # ---- devices ------------------------------------------------------------------------------------------
