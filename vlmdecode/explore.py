@@ -132,7 +132,8 @@ def load_results(pattern: str | tuple = "h200_bench_*.csv", root=None) -> pd.Dat
 
 def ok_results(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that ran: no error and a finite per_token_ms."""
-    err = df["error"].fillna("").astype(str).str.strip() if "error" in df else pd.Series("", index=df.index)
+    err = (df["error"].astype(str).where(df["error"].notna(), "").str.strip() if "error" in df
+           else pd.Series("", index=df.index))  # (fillna("") on an all-NaN float column warns in pandas 3)
     return df[(err == "") & np.isfinite(pd.to_numeric(df["per_token_ms"], errors="coerce"))].copy()
 
 
