@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|profile   (REPEATS=N: bench-1b rounds)
+#   bash scripts/h200.sh tests|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|kernels-warm|profile   (REPEATS=N: bench-1b rounds)
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
 export VLMDECODE_GIT_SHA=${VLMDECODE_GIT_SHA:-$(cat .gitsha 2>/dev/null)}
@@ -31,6 +31,14 @@ case "$1" in
     python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --layouts fused-cuda \
         --new-tokens 48 --repeats ${REPEATS:-3} --tag h200_matrix_gemma3-1b --out "$OUT" 2>&1 \
         | grep -v "plugin EP" | tail -n 30
+    ;;
+  kernels-warm)
+    # per-kernel time of one fused-cuda step at the bench's capacity, caches and clocks as found
+    timeout 200 /usr/local/cuda/bin/ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
+      --cache-control none --clock-control none --log-file /tmp/kernels_fused-cuda_cap1088_warm.csv \
+      python3 scripts/h200_kernels.py run fused-cuda 1088 > /tmp/ncu_warm.log 2>&1
+    echo "ncu exit $?"; grep -v "plugin EP" /tmp/ncu_warm.log | tail -n 3
+    python3 scripts/h200_kernels.py summarize "$OUT/h200_kernels_warm.json" /tmp/kernels_fused-cuda_cap1088_warm.csv
     ;;
 esac
 if [ "$1" = profile ]; then

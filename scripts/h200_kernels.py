@@ -1,11 +1,16 @@
 """H200: GPU time of every kernel in one gemma3-1b decode step, by layout (Nsight Compute).
 
     ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --log-file K.csv \
-        python3 scripts/h200_kernels.py run LAYOUT          # one eager step at context 1024, profiled
+        [--cache-control none --clock-control none] \
+        python3 scripts/h200_kernels.py run LAYOUT [MAX_LENGTH]   # one eager step at context 1024
     python3 scripts/h200_kernels.py summarize OUT.json K1.csv [K2.csv ...]
 
 Eager launches the same kernels a captured step replays; ncu times each kernel alone (serialized),
 so the sum is the step's pure kernel time without launch gaps. Kernels are grouped by what they do.
+MAX_LENGTH: the KV capacity (GroupQueryAttention's work follows it); default the folder's 8192.
+With ncu's defaults (caches flushed before each kernel, clocks locked to base) every kernel is slower
+than in a replayed step; `--cache-control none --clock-control none` leaves caches and clocks as the
+step finds them, so the sum compares with the replayed step's time and the difference is launch gaps.
 """
 
 import csv
@@ -24,7 +29,7 @@ GROUPS = [  # first match wins
 ]
 
 
-def run(layout: str) -> None:
+def run(layout: str, max_length: int | None = None) -> None:
     import cupy
     import numpy as np
 
@@ -33,7 +38,7 @@ def run(layout: str) -> None:
     from vlmdecode.modelfolder import ModelFolder
 
     folder = ModelFolder.load(ensure_fixture("gemma3-1b", "gqa", "fp16", layout=layout))
-    dec = CudaDecoder(folder, "cuda", "eager")
+    dec = CudaDecoder(folder, "cuda", "eager", max_length=max_length)
     H = folder.info.hidden_size
     x = (np.random.default_rng(0).standard_normal((1, 1024, H)) * 0.03).astype(np.float16)
     sx = x[:, :1]
@@ -78,8 +83,12 @@ def summarize(out_json: str, csvs: list[str]) -> None:
             names[short]["kernels"] += 1
             names[short]["us"] += us
         top = sorted(names.items(), key=lambda kv: -kv[1]["us"])[:15]
-        result[path.stem] = {"note": "ncu serializes kernels and flushes caches between them: an upper bound "
-                                     "per kernel; compare shares, not the sum, with a replayed step",
+        warm = "warm" in path.stem  # made with --cache-control none --clock-control none
+        note = ("ncu serializes kernels; caches and clocks as found (--cache-control none --clock-control none): "
+                "the sum is the step's kernel time without launch gaps" if warm else
+                "ncu serializes kernels and flushes caches between them, clocks locked to base: an upper bound "
+                "per kernel; compare shares, not the sum, with a replayed step")
+        result[path.stem] = {"note": note,
                              "kernels": len(kernels), "kernel_us": sum(us for _, us in kernels),
                              "groups": dict(groups), "top": dict(top)}
         print(path.stem, json.dumps({k: v for k, v in result[path.stem].items() if k != "top"}), flush=True)
@@ -88,6 +97,6 @@ def summarize(out_json: str, csvs: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "run":
-        run(sys.argv[2])
+        run(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
     else:
         summarize(sys.argv[2], sys.argv[3:])
