@@ -33,7 +33,9 @@ case "$1" in
         | grep -v "plugin EP" | tail -n 30
     ;;
   kernels-warm)
-    # per-kernel time of one fused-cuda step at the bench's capacity, caches and clocks as found
+    # the replayed fused-cuda step at the bench's capacity; then per-kernel times of the same step
+    # (ncu, caches and clocks as found)
+    python3 scripts/h200_step.py "$OUT/h200_step_cap1088.json" 2>&1 | grep -v "plugin EP"
     timeout 200 /usr/local/cuda/bin/ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
       --cache-control none --clock-control none --log-file /tmp/kernels_fused-cuda_cap1088_warm.csv \
       python3 scripts/h200_kernels.py run fused-cuda 1088 > /tmp/ncu_warm.log 2>&1
