@@ -77,6 +77,14 @@ cols = ["preset", "layout", "nodes_per_step", "eager_step_device_ms", "graph_ste
 profile[[c for c in cols if c in profile]].round(3)
 
 # %% [markdown]
+# Inside the gemma3-1b fused-cuda step at the bench's KV capacity: GPU time by kernel group (Nsight Compute,
+# caches and clocks as found; `data/results/h200_kernels_warm.json`; kernels serialized, so the sum is not
+# the step time). `other` is attention (XQA), rotary with the KV append, and sequence lengths.
+
+# %% tags=["nbval-ignore-output"]
+explore.kernel_groups().round(3)
+
+# %% [markdown]
 # The other term: N dependent tiny kernels (one 1152-element fp16 row each) in one replayed CUDA graph
 # (`data/results/h200_launch_floor.json`). The slope is what any kernel costs in a replayed graph, whatever
 # its bytes; a gemma3-1b fused-cuda step launches ~395 kernels (`h200_kernels.json`).

@@ -256,3 +256,13 @@ def test_launch_floor_reads_rows_and_fit(tmp_path):
     assert list(t["kernels"]) == [1, 10] and t.attrs["us_per_kernel"] == 1.0
     missing = E.launch_floor(tmp_path / "none.json")
     assert missing.empty and np.isnan(missing.attrs["us_per_kernel"])
+
+
+def test_kernel_groups_shares(tmp_path):
+    path = tmp_path / "k.json"
+    path.write_text('{"provenance": {}, "p": {"kernel_us": 10.0, "groups": {"matmul": {"kernels": 3, "us": 6.0}, '
+                    '"norm": {"kernels": 2, "us": 4.0}}}}')
+    t = E.kernel_groups(path)
+    assert list(t["group"]) == ["matmul", "norm"] and np.allclose(t["share"], [0.6, 0.4])
+    assert E.kernel_groups(tmp_path / "none.json").empty
+    assert set(E.kernel_groups()["group"]) >= {"matmul", "norm"}  # the committed H200 profile loads

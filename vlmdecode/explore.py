@@ -195,6 +195,24 @@ def profile_table(path=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def kernel_groups(path=None) -> pd.DataFrame:
+    """h200_kernels_warm.json (or another scripts/h200_kernels.py summary) as rows: kernels and GPU µs by
+    group (matmul, norm, elementwise, other = attention and rotary) and their share, one block per profile."""
+    import json
+
+    path = Path(path or results_dir() / "h200_kernels_warm.json")
+    if not path.is_file():
+        return pd.DataFrame(columns=["profile", "group", "kernels", "us", "share"])
+    rows = []
+    for name, prof in json.loads(path.read_text()).items():
+        if name == "provenance":
+            continue
+        for group, g in prof["groups"].items():
+            rows.append({"profile": name, "group": group, "kernels": g["kernels"], "us": g["us"],
+                         "share": g["us"] / prof["kernel_us"]})
+    return pd.DataFrame(rows).sort_values(["profile", "us"], ascending=[True, False]).reset_index(drop=True)
+
+
 def launch_floor(path=None) -> pd.DataFrame:
     """h200_launch_floor.json as rows (kernels, graph_us, us_per_kernel); the fitted µs per kernel of a
     replayed CUDA graph in `.attrs["us_per_kernel"]` (NaN without the file)."""
