@@ -177,15 +177,21 @@ def bench_ratios(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def profile_table(path=None) -> pd.DataFrame:
-    """h200_profile_layouts.json as rows: device ms of one step (no host work) by preset and layout."""
+def _recorded_json(path, name: str) -> dict | None:
+    """The JSON at `path`, else data/results/`name`; None when the file is not there."""
     import json
 
-    path = Path(path or results_dir() / "h200_profile_layouts.json")
-    if not path.is_file():
+    path = Path(path or results_dir() / name)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def profile_table(path=None) -> pd.DataFrame:
+    """h200_profile_layouts.json as rows: device ms of one step (no host work) by preset and layout."""
+    data = _recorded_json(path, "h200_profile_layouts.json")
+    if data is None:
         return pd.DataFrame(columns=["preset", "layout", "nodes_per_step"])
     rows = []
-    for preset, res in json.loads(path.read_text()).items():
+    for preset, res in data.items():
         if not isinstance(res, dict) or "context" not in res:
             continue
         for layout, r in res.items():
@@ -198,13 +204,11 @@ def profile_table(path=None) -> pd.DataFrame:
 def kernel_groups(path=None) -> pd.DataFrame:
     """h200_kernels_warm.json (or another scripts/h200_kernels.py summary) as rows: kernels and GPU µs by
     group (matmul, norm, elementwise, other = attention and rotary) and their share, one block per profile."""
-    import json
-
-    path = Path(path or results_dir() / "h200_kernels_warm.json")
-    if not path.is_file():
+    data = _recorded_json(path, "h200_kernels_warm.json")
+    if data is None:
         return pd.DataFrame(columns=["profile", "group", "kernels", "us", "share"])
     rows = []
-    for name, prof in json.loads(path.read_text()).items():
+    for name, prof in data.items():
         if name == "provenance":
             continue
         for group, g in prof["groups"].items():
@@ -216,14 +220,11 @@ def kernel_groups(path=None) -> pd.DataFrame:
 def launch_floor(path=None) -> pd.DataFrame:
     """h200_launch_floor.json as rows (kernels, graph_us, us_per_kernel); the fitted µs per kernel of a
     replayed CUDA graph in `.attrs["us_per_kernel"]` (NaN without the file)."""
-    import json
-
-    path = Path(path or results_dir() / "h200_launch_floor.json")
-    if not path.is_file():
+    data = _recorded_json(path, "h200_launch_floor.json")
+    if data is None:
         t = pd.DataFrame(columns=["kernels", "graph_us", "us_per_kernel"])
         t.attrs["us_per_kernel"] = float("nan")
         return t
-    data = json.loads(path.read_text())
     t = pd.DataFrame(data["rows"])
     t.attrs["us_per_kernel"] = float(data["fit_us_per_kernel"])
     return t

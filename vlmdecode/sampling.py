@@ -256,12 +256,11 @@ def sample(logits: Array, params: SamplingParams, uniform: Array | None = None, 
     Raises NonFiniteLogitsError (a ValueError) naming `step` when the logits hold NaN / +inf or an all -inf row.
     """
     xp = array_module(logits)
-    if not params.do_sample:
-        if xp is np:
-            return _greedy_host(logits, step)
-        check_finite(logits, step)
-        return xp.argmax(logits, axis=-1).astype(xp.int64)
+    if not params.do_sample and xp is np:
+        return _greedy_host(logits, step)  # the checks below, folded into the argmax's own passes
     check_finite(logits, step)
+    if not params.do_sample:
+        return xp.argmax(logits, axis=-1).astype(xp.int64)
     if uniform is None:
         raise ValueError("sample: do_sample=True needs `uniform`, one draw in [0, 1) per batch row")
     u = xp.asarray(uniform, dtype=xp.float64).reshape(-1)  # [B]
