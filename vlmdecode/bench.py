@@ -24,7 +24,8 @@ import numpy as np
 
 from .profiling import prompt_ids, provenance
 
-CUDA_MODES = ("naive", "eager", "graph", "device", "device-session", "tokenid-graph", "genai-eager", "genai-graph")
+CUDA_MODES = ("naive", "eager", "graph", "device", "device-session", "tokenid-graph", "native", "genai-eager",
+              "genai-graph")
 CPU_MODES = ("naive", "naive-concat", "resident", "genai")
 CONTEXTS = {"tiny": [128], "small": [64, 256, 1024, 2048], "gemma3-1b": [128, 1024, 4096]}
 

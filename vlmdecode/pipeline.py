@@ -32,7 +32,7 @@ from .sessions import make_session
 from .transfers import Transfers
 
 MODES_CPU = ("resident",)
-MODES_CUDA = ("eager", "graph", "device")
+MODES_CUDA = ("eager", "graph", "device", "native")
 
 
 @dataclass
@@ -213,7 +213,7 @@ class Pipeline:
         self._check_length(prompt_len, max_new_tokens)
         stop = set(self.folder.eos_token_ids if stop is None else stop)
         detok = self.processor.stream_decoder() if self.processor else None
-        if getattr(self.decoder, "mode", None) == "device":
+        if getattr(self.decoder, "mode", None) in ("device", "native"):  # device-side token loops
             tokens = self.decoder.generate(x, max_new_tokens, params)
         else:
             tokens = self._host_loop(x, max_new_tokens, Sampler(params))
@@ -259,7 +259,7 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
          threads: int = 0, **cuda_options) -> Pipeline:
     """Build a Pipeline from a model folder (genai_config.json, ours or onnxruntime-genai's).
 
-    device: "cpu", "cuda" or "cuda:N". mode: "resident" on CPU; "eager", "graph" (default) or "device" on CUDA.
+    device: "cpu", "cuda" or "cuda:N". mode: "resident" on CPU; "eager", "graph" (default), "device" or "native" on CUDA.
     cuda_options go to decoders.cuda.CudaDecoder (embed_via, sync_every, graph_per_generation). The vision
     and embedding sessions run on the decoder's CUDA stream, so the pipeline owns its decoder for life.
     """
@@ -274,8 +274,13 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
         check_cuda(device)  # before anything else: no CUDA means CudaUnavailableError, never a CPU fallback
         from .decoders.cuda import CudaDecoder, check_mode
 
-        mode = check_mode(mode or "graph", folder)
-        decoder = CudaDecoder(folder, device, mode, max_length=max_length, **cuda_options)
+        if mode == "native":  # our own kernels over the recognised plan (vlmdecode.native)
+            from .native.decoder import NativeDecoder
+
+            decoder = NativeDecoder(folder, device, max_length=max_length, **cuda_options)
+        else:
+            mode = check_mode(mode or "graph", folder)
+            decoder = CudaDecoder(folder, device, mode, max_length=max_length, **cuda_options)
         sess = lambda c: make_session(c.path, device, stream_ptr=decoder.stream_ptr)  # noqa: E731
     else:
         if cuda_options:

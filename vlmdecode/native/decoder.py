@@ -1,0 +1,329 @@
+"""The native CUDA decoder: a recognised plan's weights run by our own kernels, one CUDA graph per step.
+
+    prefill   the folder's ONNX decoder through onnxruntime CUDA (`decoders.cuda.CudaDecoder`, eager),
+              writing the prompt's K/V into the SAME fixed buffers [1, kv_heads, capacity, head_dim]
+              (GroupQueryAttention's layout) that the native step then reads and appends to. Why not
+              native: a step kernel runs one position, so a 1024-token prompt would be 1024 steps (TTFT);
+              onnxruntime's prefill is a batched GEMM pass already.
+    step      5 kernels a layer + LM head + advance (`native.kernels`):
+                qkv      residual fold of the previous layer's down output (+ post-FFN norm) + input norm
+                         in the prologue, QKV GEMV
+                attn     q/k norm + rotary + KV append + split-sequence attention + combine (last block)
+                o        o GEMV
+                gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
+                         gelu_tanh(g) * u in the epilogue
+                down     split-K down GEMV (partials summed by the next prologue)
+              head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
+              advance: the token -> its embedding row into the step's input, the id ring, the position.
+              The whole step (greedy: with advance) is captured ONCE per decoder as a CUDA graph
+              (CuPy stream capture) and replayed every token; the host reads the id ring every
+              `sync_every` tokens. Sampling replays the step without advance, draws with the package's
+              CuPy sampler (as device mode) and launches advance with the drawn id, uncaptured.
+
+The residual stream is fp32 in two ping-pong buffers (a kernel never writes the buffer it reads). A
+plan the kernels cannot run (dtype, shapes, windowed-KV capacities) is a PlanError; there is no
+fallback to onnxruntime for the step. Not here: the kernels' code (`native.kernels_src`), the pipeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..decoders.buffers import allocate
+from ..decoders.cuda import CudaDecoder, argmax_blocks, device_kernels
+from ..modelfolder import ModelFolder
+from ..sampling import NonFiniteLogitsError, Sampler, SamplingParams, sample
+from . import kernels as K
+from .plan import DecoderPlan, PlanError
+
+KERNELS_PER_LAYER = 5
+
+
+def folder_plan(folder: ModelFolder) -> DecoderPlan:
+    """The recognised plan of a folder's decoder (PlanError when the graph is not a recognised Gemma 3)."""
+    from .recognise import recognise
+
+    return recognise(folder.decoder.path)
+
+
+def check_plan(plan: DecoderPlan, max_length: int) -> None:
+    """Everything the native kernels need of a plan, as PlanErrors that say what is accepted."""
+    if np.dtype(plan.dtype) != np.float16:
+        raise PlanError(f"{plan.source}: the native kernels store fp16 weights; this decoder's dtype is "
+                        f"{np.dtype(plan.dtype)} (build the folder with --dtype fp16)")
+    for L in plan.layers:
+        if L.kv_capacity is not None:
+            raise PlanError(f"{plan.source}: layer {L.index} keeps a windowed KV cache of {L.kv_capacity} rows; the "
+                            "native step reads full-capacity KV buffers only (export without windowed KV)")
+        if L.rope_cos.shape[0] < max_length:
+            raise PlanError(f"{plan.source}: layer {L.index}'s rotary table has {L.rope_cos.shape[0]} positions, "
+                            f"fewer than max_length {max_length}")
+    try:
+        for n in (plan.hidden, plan.q_size, plan.intermediate // K.split_k(plan.intermediate)):
+            K.loads_per_lane(n)
+        K.attention_layout(plan.head_dim)
+    except K.KernelShapeError as e:
+        raise PlanError(f"{plan.source}: {e}") from None
+    if plan.num_heads % plan.num_kv_heads:
+        raise PlanError(f"{plan.source}: {plan.num_heads} query heads do not group over {plan.num_kv_heads} KV heads")
+
+
+class NativeDecoder:
+    """`vlmdecode.load(dir, "cuda", mode="native")`'s decoder: generate() yields token ids (device loop)."""
+
+    mode = "native"
+
+    def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
+                 plan: DecoderPlan | None = None, chunk: int = K.ATTN_CHUNK):
+        import cupy
+
+        self.cp = cupy
+        if sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        plan = folder_plan(folder) if plan is None else plan
+        check_plan(plan, max_length or folder.max_length)
+        if folder.info.kv_layout != "shared":
+            raise PlanError(f"{folder.decoder.path.name}: the native step needs the fixed-capacity KV of "
+                            "GroupQueryAttention (attention 'gqa'); this decoder's KV grows by Concat")
+        self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
+        self.plan, self.folder, self.device = plan, folder, self.ort.device
+        self.stream, self.stream_ptr, self.transfers = self.ort.stream, self.ort.stream_ptr, self.ort.transfers
+        self.max_length, self.vocab, self.sync_every, self.chunk = self.ort.max_length, plan.vocab, sync_every, chunk
+        self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
+        self._graphs: dict[bool, object] = {}
+        with self.stream:
+            self._upload(plan)
+            self._buffers(plan)
+            self._build(plan)
+        self.stream.synchronize()
+
+    # ---- set-up ----------------------------------------------------------------------------------
+    def _upload(self, plan: DecoderPlan) -> None:
+        cp = self.cp
+        f32 = lambda a: cp.asarray(np.ascontiguousarray(a, np.float32))  # noqa: E731
+        opt = lambda a: None if a is None else f32(a)  # noqa: E731
+        rows = lambda w: cp.asarray(K.rows_layout(np.asarray(w, np.float16)))  # noqa: E731
+        ropes: list[tuple[np.ndarray, np.ndarray, object, object]] = []
+
+        def rope(L):
+            for c, s, dc, ds in ropes:  # global and local layers share two tables
+                if c.shape == L.rope_cos.shape and np.array_equal(c, L.rope_cos) and np.array_equal(s, L.rope_sin):
+                    return dc, ds
+            ropes.append((L.rope_cos, L.rope_sin, f32(L.rope_cos), f32(L.rope_sin)))
+            return ropes[-1][2:]
+
+        self.layers = []
+        for L in plan.layers:
+            cos, sin = rope(L)
+            self.layers.append(dict(
+                w_qkv=rows(L.w_qkv), w_o=rows(L.w_o), w_gate_up=rows(L.w_gate_up), w_down=rows(L.w_down),
+                input_norm=f32(L.input_norm), post_attn_norm=f32(L.post_attn_norm), pre_ffn_norm=f32(L.pre_ffn_norm),
+                post_ffn_norm=f32(L.post_ffn_norm), q_norm=opt(L.q_norm), k_norm=opt(L.k_norm), cos=cos, sin=sin))
+        self.final_norm = f32(plan.final_norm)
+        self.lm_head = rows(plan.lm_head)  # tied: lm_head is embed_table.T, so this is the table itself
+        if plan.drive == "ids":
+            table = np.asarray(plan.embed_table, np.float16)
+        else:
+            from ..embedtable import embedding_table
+
+            table = embedding_table(self.folder, np.float16)  # the embedding model's row for each id
+        self.table = cp.asarray(np.ascontiguousarray(table))
+
+    def _buffers(self, plan: DecoderPlan) -> None:
+        cp, H, D = self.cp, plan.hidden, plan.head_dim
+        nq, nkv = plan.num_heads, plan.num_kv_heads
+        self.ksd = K.split_k(plan.intermediate)
+        splits = max(K.attention_splits(self.max_length, L.window, self.chunk) for L in plan.layers)
+        z = lambda n, dt=cp.float32: cp.zeros(n, dt)  # noqa: E731
+        self.x_in = z(H, cp.float16)  # the step's input: the token's embedding row
+        self.resid = z((2, H))  # ping-pong residual stream
+        self.qkv, self.attn_out, self.o_out = z((nq + 2 * nkv) * D), z(nq * D), z(H)
+        self.attn_part = z(nq * splits * (D + 2))
+        self.counters = z(plan.num_layers * nkv, cp.int32)
+        self.m, self.dpart = z(plan.intermediate), z((self.ksd, H))
+        self.logits = z(plan.vocab, cp.float16)
+        self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
+        self.ring = allocate((self.sync_every,), np.int64, self.device)  # Buffer: Transfers downloads it
+        self.n_dev, self.pos, self.t_dev, self.given = (z(1, cp.int64) for _ in range(4))
+
+    def _build(self, plan: DecoderPlan) -> None:
+        H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
+        nv = {K.loads_per_lane(n) for n in (H, nq * D, I // self.ksd)}
+        gemvs = {(v, K.ROWS_PER_WARP, K.EPI_PLAIN) for v in nv} | {(K.loads_per_lane(H), K.ROWS_PER_WARP, K.EPI_GELU),
+                                                                   (K.loads_per_lane(H), K.HEAD_RPW, K.EPI_HEAD)}
+        fns = K.compile_module(gemvs, {D})
+        Ra, Rb = self.resid[0], self.resid[1]
+        eps, scale = plan.eps, float(plan.embed_scale or 1.0)
+        steps = []
+        for l, (L, W) in enumerate(zip(plan.layers, self.layers)):
+            prev = self.layers[l - 1] if l else None
+            steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
+                                src=Ra if l else None, x_in=self.x_in, x_scale=scale,
+                                delta=self.dpart if l else None, delta_parts=self.ksd,
+                                delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
+                                norm_w=W["input_norm"], eps=eps))
+            steps.append(K.attention(fns, f"L{l}.attn", self.qkv, nq, nkv, D, q_norm=W["q_norm"], k_norm=W["k_norm"],
+                                     eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
+                                     K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
+                                     scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
+                                     counter=self.counters[l * nkv:(l + 1) * nkv], out=self.attn_out,
+                                     chunk=self.chunk))
+            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out))
+            steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
+                                delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
+                                norm_w=W["pre_ffn_norm"], eps=eps))
+            steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
+                                src=self.m))
+        self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
+                           delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
+                           eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,
+                           part_i=self.part_i)
+        self.body = steps + [self.head]
+        common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
+                      pos=self.pos, t_dev=self.t_dev)
+        self.advance_greedy = K.advance(fns, self.part_v, self.part_i, self.head.grid[0], **common)
+        self.advance_given = K.advance(fns, self.part_v, self.part_i, 0, given=self.given, **common)
+        self._prefill_partial = device_kernels(np.float16)[0]
+        self._prefill_parts = argmax_blocks(plan.vocab)
+        self.advance_prefill = K.advance(fns, self.part_v, self.part_i, self._prefill_parts, **common)
+
+    # ---- counters and generation lifetime ----------------------------------------------------------
+    @property
+    def position(self) -> int:
+        return self.ort.position
+
+    def kernels_per_step(self, greedy: bool = True) -> int:
+        return len(self.body) + (1 if greedy else 0)
+
+    def counters(self) -> dict:
+        return {"kernels_per_step": self.kernels_per_step(), "captured": self.captured, "replayed": self.replayed,
+                "uncaptured_steps": self.uncaptured_steps, "generations": self.generations}
+
+    def begin_generation(self) -> None:
+        self.generations += 1
+
+    def end_generation(self) -> None:
+        """Nothing to release: the graphs live as long as the decoder (every buffer they touch is its own)."""
+
+    # ---- the step ----------------------------------------------------------------------------------
+    def enqueue_step(self, greedy: bool) -> None:
+        """Launch one uncaptured step on the decoder's stream (what a capture records)."""
+        for launch in self.body:
+            launch()
+        if greedy:
+            self.advance_greedy()
+
+    def graph(self, greedy: bool):
+        """The captured step (with advance when greedy), captured on first use."""
+        if greedy not in self._graphs:
+            with self.stream:
+                self.stream.begin_capture()
+                try:
+                    self.enqueue_step(greedy)
+                finally:
+                    g = self.stream.end_capture()
+            self._graphs[greedy] = g
+            self.captured += 1
+        return self._graphs[greedy]
+
+    def replay(self, greedy: bool) -> None:
+        self.graph(greedy).launch(self.stream)
+        self.replayed += 1
+        self.ort.kv.position += 1
+
+    def _start(self, x, sampler: Sampler | None) -> int:
+        """Prefill through onnxruntime, then pick the first token from its last row on the device."""
+        cp = self.cp
+        logits, S = self.ort.prefill_on_device(x)
+        self.n_dev.fill(0)
+        self.t_dev.fill(S)
+        row = logits.array.reshape(-1)[(S - 1) * self.vocab: S * self.vocab]
+        self._pick(row, sampler, prefill=True)
+        return S
+
+    def _pick(self, row, sampler: Sampler | None, prefill: bool = False) -> None:
+        if sampler is not None:
+            self.given[...] = sample(row[None], sampler.params, sampler.uniform(1, self.cp))
+            self.advance_given()
+        elif prefill:
+            self._prefill_partial((self._prefill_parts,), (256,),
+                                  (row, np.int32(self.vocab), self.part_v, self.part_i))
+            self.advance_prefill()
+        else:
+            self.advance_greedy()
+
+    def generate(self, x, max_new_tokens: int, params: SamplingParams, pipeline=None):
+        """Yield token ids; everything but the ids stays on the GPU (the device loop of `decoders.cuda`)."""
+        sampler = Sampler(params) if params.do_sample else None
+        greedy, k = sampler is None, self.sync_every
+        self.begin_generation()
+        try:
+            with self.stream:
+                self.transfers.begin(0)
+                self._start(x, sampler)
+                pending, done = 1, 0
+                while True:
+                    if pending == k or done + pending == max_new_tokens:
+                        ids = self.transfers.download(self.ring, "token", count=pending)
+                        for i, tok in enumerate(ids.tolist()):
+                            if tok < 0:
+                                raise NonFiniteLogitsError(f"step {done + i}: logits hold NaN or +inf", done + i, (0,))
+                            self.transfers.end()
+                            yield tok
+                            if done + i + 1 < max_new_tokens:
+                                self.transfers.begin(done + i + 1)
+                        done += pending
+                        pending = 0
+                        if done == max_new_tokens:
+                            return
+                    self.replay(greedy)
+                    if not greedy:
+                        self._pick(self.logits, sampler)
+                    pending += 1
+        finally:
+            self.transfers.end()
+            self.end_generation()
+
+    # ---- measurement -------------------------------------------------------------------------------
+    def prepare_timing(self, x) -> int:
+        """Prefill x and pick the first token, leaving the decoder mid-generation for the timing helpers."""
+        with self.stream:
+            S = self._start(x, None)
+        self.stream.synchronize()
+        return S
+
+    def replay_ms(self, n: int = 200) -> float:
+        """Device ms of one captured step without advance, n replays back to back (idempotent: the same
+        position is recomputed and its KV row rewritten). Call after prepare_timing."""
+        cp = self.cp
+        g = self.graph(False)
+        with self.stream:
+            g.launch(self.stream)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            for _ in range(n):
+                g.launch(self.stream)
+            end.record()
+            end.synchronize()
+        self.replayed += n + 1
+        return cp.cuda.get_elapsed_time(start, end) / n
+
+    def kernel_ms(self, repeats: int = 20) -> list[dict]:
+        """Per-kernel device ms of an uncaptured step (median of `repeats`, CUDA events around each launch),
+        with the bytes each must move. Call after prepare_timing; the step is not advanced."""
+        cp = self.cp
+        times: list[list[float]] = [[] for _ in self.body]
+        with self.stream:
+            for _ in range(repeats):
+                ev = [cp.cuda.Event() for _ in range(len(self.body) + 1)]
+                ev[0].record()
+                for i, launch in enumerate(self.body):
+                    launch()
+                    ev[i + 1].record()
+                ev[-1].synchronize()
+                for i in range(len(self.body)):
+                    times[i].append(cp.cuda.get_elapsed_time(ev[i], ev[i + 1]))
+                self.uncaptured_steps += 1
+        return [{"kernel": b.name, "ms": float(np.median(t)), "bytes": b.nbytes,
+                 "tb_per_s": b.nbytes / (np.median(t) * 1e-3) / 1e12}
+                for b, t in zip(self.body, times)]
