@@ -91,11 +91,11 @@ def compile_module(gemvs, head_dims):
     every head dim and `advance`; cached per process and shape set."""
     import cupy
 
-    names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims})) + ("advance",)
+    names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}))
     key = (cupy.cuda.Device().id, names)
-    if key not in _modules:
-        mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names)
-        _modules[key] = {n: mod.get_function(n) for n in names}
+    if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
+        mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)
+        _modules[key] = {n: mod.get_function(n) for n in names + ("advance",)}
     return _modules[key]
 
 
