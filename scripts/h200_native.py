@@ -263,7 +263,8 @@ def table():
     r = results.get("parity_gemma3_1b")
     if r:
         print(f"gemma3-1b first divergence {r['first_divergence']} / {r['steps']}, err vs ort "
-              f"{r['max_logit_err_vs_ort']:.3g} (median {r['median_logit_err_vs_ort']:.3g}) {r.get('at_divergence', '')}")
+              f"{r['max_logit_err_vs_ort']:.3g} (median {r['median_logit_err_vs_ort']:.3g}) "
+              f"{r.get('at_divergence', '')}")
     t = results.get("timing_gemma3_1b")
     if t:
         print(f"gemma3-1b ctx {t['context']} cap {t['kv_capacity']}: copy {t['copy_bandwidth_tb_s']:.2f} TB/s, floor "
@@ -271,7 +272,8 @@ def table():
               f"{t['native_greedy_replay_ms_per_token']:.3f} ms/token, kernels/step {t['kernels_per_step']}, "
               f"uncaptured kernel sum {t['kernel_sum_ms']:.3f} ms")
         for name, g in t["kernel_groups"].items():
-            print(f"   {name:8s} x{g['count']:3d} {g['ms'] * 1e3:8.1f} us  {g['bytes'] / 1e6:8.2f} MB  {g['tb_per_s']:.2f} TB/s")
+            print(f"   {name:8s} x{g['count']:3d} {g['ms'] * 1e3:8.1f} us  {g['bytes'] / 1e6:8.2f} MB  "
+                  f"{g['tb_per_s']:.2f} TB/s")
         if "pipeline_ms_per_token" in t:
             print(f"   pipeline ms/token {t['pipeline_ms_per_token']}; native/floor {t['native_over_floor']:.2f}, "
                   f"native/device {t['native_over_device']:.2f}")

@@ -285,7 +285,8 @@ def test_native_tokens_equal_onnxruntime_and_logits_near_float64(folders, image,
         r = ref.decode(ref.embed(np.array([[toks[step]]]), None), cache)[0, -1]  # along native's tokens
     n = STEPS if first_close is None else first_close
     assert n >= 40, f"margin below twice the fp16 error already at step {n}"
-    assert toks[:n] == eager[:n], f"first divergence from onnxruntime at step {next(i for i in range(n) if toks[i] != eager[i])}"
+    diverged = next((i for i in range(n) if toks[i] != eager[i]), None)
+    assert diverged is None, f"native differs from onnxruntime at step {diverged} (margins hold to step {n})"
     print(f"{layout}: native == onnxruntime over {n}/{STEPS} steps, worst logit error {worst:.2e}")
 
 

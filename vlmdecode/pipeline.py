@@ -259,8 +259,9 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
          threads: int = 0, **cuda_options) -> Pipeline:
     """Build a Pipeline from a model folder (genai_config.json, ours or onnxruntime-genai's).
 
-    device: "cpu", "cuda" or "cuda:N". mode: "resident" on CPU; "eager", "graph" (default), "device" or "native" on CUDA.
-    cuda_options go to decoders.cuda.CudaDecoder (embed_via, sync_every, graph_per_generation). The vision
+    device: "cpu", "cuda" or "cuda:N". mode: "resident" on CPU; "eager", "graph" (default), "device" or "native"
+    (vlmdecode.native: our own kernels) on CUDA. cuda_options go to decoders.cuda.CudaDecoder (embed_via,
+    sync_every, graph_per_generation; native: sync_every). The vision
     and embedding sessions run on the decoder's CUDA stream, so the pipeline owns its decoder for life.
     """
     from .decoders.cpu import CpuDecoder

@@ -233,7 +233,6 @@ class NativeDecoder:
 
     def _start(self, x, sampler: Sampler | None) -> int:
         """Prefill through onnxruntime, then pick the first token from its last row on the device."""
-        cp = self.cp
         logits, S = self.ort.prefill_on_device(x)
         self.n_dev.fill(0)
         self.t_dev.fill(S)

@@ -37,7 +37,8 @@ def rows_layout(w_in_out: np.ndarray) -> np.ndarray:
     if w_in_out.ndim != 2:
         raise KernelShapeError(f"a GEMV weight must be 2-D [in, out], got shape {w_in_out.shape}")
     if w_in_out.shape[0] % 8:
-        raise KernelShapeError(f"a GEMV's reduction length must be a multiple of 8 (16-byte rows), got {w_in_out.shape[0]}")
+        raise KernelShapeError(f"a GEMV's reduction length must be a multiple of 8 (16-byte rows), "
+                               f"got {w_in_out.shape[0]}")
     return np.ascontiguousarray(w_in_out.T)
 
 

@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(256) attention(
     const float* q_norm, const float* k_norm, const float eps,     // [HD] effective, or NULL
     const float* rope_cos, const float* rope_sin,                 // [max_pos, HD / 2]
     const long long* pos,                                          // [1]: this token's position t
-    __half* K, __half* V, const int cap,                           // [nkv, cap, HD]: row t is appended
+    __half* K, __half* V, const int cap,                           // [nkv, cap, HD], t < cap: row t appended
     const int window, const float scale, const float softcap, const int chunk,  // window 0: all keys
     float* part,                                                   // [nq, gridDim.x, HD + 2]
     int* counter,                                                  // [nkv]: 0 between launches
@@ -235,16 +235,16 @@ __global__ void __launch_bounds__(256) attention(
     __shared__ int last;
     const int grp = nq / nkv, g = blockIdx.y, c = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
-    const long long t = pos[0];
-    const long long lo = window > 0 ? max(0LL, t - window + 1) : 0LL;
-    const int nchunks = (int)((t - lo + chunk) / chunk);  // ceil((t - lo + 1) / chunk)
+    const int t = (int)pos[0];  // positions fit in 32 bits (64-bit division would be a called routine)
+    const int lo = window > 0 ? max(0, t - window + 1) : 0;
+    const int nchunks = (t - lo + chunk) / chunk;  // ceil((t - lo + 1) / chunk)
     if (c >= nchunks) return;                            // not counted: the combine waits for nchunks
     float* qs = sm;
     float* ks = qs + grp * HD;
     float* vs = ks + HD;
     float* p = vs + HD;
-    const long long j0 = lo + (long long)c * chunk;
-    const int nk = (int)min((long long)chunk, t + 1 - j0);
+    const int j0 = lo + c * chunk;
+    const int nk = min(chunk, t + 1 - j0);
 
     // 1. this group's q heads and the new k, RMSNorm'd per head (one warp a row); v as is
     for (int r = warp; r <= grp; r += nwarps) {
@@ -277,20 +277,20 @@ __global__ void __launch_bounds__(256) attention(
     const size_t base = (size_t)g * cap * HD;
     if (c == nchunks - 1)  // the block holding key t appends it; no block of this launch reads row t
         for (int i = tid; i < HD; i += blockDim.x) {
-            K[base + (size_t)(t % cap) * HD + i] = __float2half_rn(ks[i]);
-            V[base + (size_t)(t % cap) * HD + i] = __float2half_rn(vs[i]);
+            K[base + (size_t)t * HD + i] = __float2half_rn(ks[i]);
+            V[base + (size_t)t * HD + i] = __float2half_rn(vs[i]);
         }
 
     // 3. scores of this chunk's keys: LPK lanes a key, KPW keys a warp pass
     const int sub = lane / LPK, l = lane % LPK;
     for (int b0 = warp * KPW; b0 < nk; b0 += nwarps * KPW) {  // warp-uniform bound: shuffles stay full
         const int kk = b0 + sub;
-        const long long j = j0 + kk;
+        const int j = j0 + kk;
         float kf[8 * VPL];
         if (kk < nk && j != t) {
 #pragma unroll
             for (int v = 0; v < VPL; ++v) {
-                const uint4 u = *reinterpret_cast<const uint4*>(K + base + (size_t)(j % cap) * HD + (l + LPK * v) * 8);
+                const uint4 u = *reinterpret_cast<const uint4*>(K + base + (size_t)j * HD + (l + LPK * v) * 8);
                 const __half2* h = reinterpret_cast<const __half2*>(&u);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
@@ -325,7 +325,11 @@ __global__ void __launch_bounds__(256) attention(
         for (int i = lane; i < nk; i += 32) m = fmaxf(m, p[h * chunk + i]);
         m = warp_max(m);
         float sum = 0.f;
-        for (int i = lane; i < nk; i += 32) { const float e = __expf(p[h * chunk + i] - m); p[h * chunk + i] = e; sum += e; }
+        for (int i = lane; i < nk; i += 32) {
+            const float e = __expf(p[h * chunk + i] - m);
+            p[h * chunk + i] = e;
+            sum += e;
+        }
         sum = warp_sum(sum);
         if (lane == 0) {
             float* P = part + ((size_t)(g * grp + h) * gridDim.x + c) * (HD + 2);
@@ -339,8 +343,8 @@ __global__ void __launch_bounds__(256) attention(
         const int h = e / HD, d = e % HD;
         float acc = 0.f;
         for (int i = 0; i < nk; ++i) {
-            const long long j = j0 + i;
-            const float v = j == t ? vs[d] : __half2float(V[base + (size_t)(j % cap) * HD + d]);
+            const int j = j0 + i;
+            const float v = j == t ? vs[d] : __half2float(V[base + (size_t)j * HD + d]);
             acc = fmaf(p[h * chunk + i], v, acc);
         }
         part[((size_t)(g * grp + h) * gridDim.x + c) * (HD + 2) + d] = acc;
@@ -388,7 +392,11 @@ extern "C" __global__ void __launch_bounds__(1024) advance(
         idx[tid] = ia;
         __syncthreads();
         for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if (tid < s) { a = v[tid]; ia = idx[tid]; better(a, ia, v[tid + s], idx[tid + s]); v[tid] = a; idx[tid] = ia; }
+            if (tid < s) {
+                a = v[tid]; ia = idx[tid];
+                better(a, ia, v[tid + s], idx[tid + s]);
+                v[tid] = a; idx[tid] = ia;
+            }
             __syncthreads();
         }
         if (tid == 0) tok = (v[0] != v[0]) ? -1 : idx[0];
