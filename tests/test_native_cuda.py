@@ -65,13 +65,15 @@ def _fns(gemvs=(), heads=()):
 # ---- GEMV ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("rows,k,splits", [(1536, 1152, 1), (1152, 1024, 1), (37, 200, 1), (1152, 6912, 6),
                                            (64, 384, 3)])
-def test_gemv_plain_and_split_k(rows, k, splits):
-    rng = np.random.default_rng(rows * 31 + k)
+@pytest.mark.parametrize("warps,rpw", [(4, 2), (8, 1), (8, 4)])
+def test_gemv_plain_and_split_k(rows, k, splits, warps, rpw):
+    rng = np.random.default_rng(rows * 31 + k + warps)
     W = rng.standard_normal((rows, k)).astype(np.float16)
     x = rng.standard_normal(k).astype(np.float32)
-    fns = _fns({(K.loads_per_lane(k // splits), K.ROWS_PER_WARP, K.EPI_PLAIN)})
+    fns = _fns({(K.loads_per_lane(k // splits), rpw, K.EPI_PLAIN)})
     y = poisoned((splits, rows))
-    K.gemv(fns, "t", cupy.asarray(W), rows, k // splits, splits=splits, y=y, src=cupy.asarray(x))()
+    K.gemv(fns, "t", cupy.asarray(W), rows, k // splits, splits=splits, y=y, src=cupy.asarray(x), warps=warps,
+           rpw=rpw)()
     assert rel(y.get().sum(0), W.astype(np.float64) @ x) < 1e-5
 
 
@@ -95,16 +97,17 @@ def test_gemv_fold_prologue(first):
     assert rel(y.get(), W.astype(np.float64) @ rms(r, w_in, eps)) < 1e-5
 
 
-def test_gemv_gate_up_gelu():
-    rng = np.random.default_rng(11)
+@pytest.mark.parametrize("warps,rpw", [(4, 2), (8, 4)])
+def test_gemv_gate_up_gelu(warps, rpw):
+    rng = np.random.default_rng(11 + rpw)
     H, I, eps = 1152, 700, 1e-6
     W = (rng.standard_normal((2 * I, H)) * 0.05).astype(np.float16)  # gate rows, then up rows
     resid, o = rng.standard_normal(H).astype(np.float32), rng.standard_normal(H).astype(np.float32)
     w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
-    fns = _fns({(K.loads_per_lane(H), K.ROWS_PER_WARP, K.EPI_GELU)})
+    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_GELU)})
     m, out = poisoned(I), poisoned(H)
     K.gemv(fns, "t", cupy.asarray(W), I, H, epi=K.EPI_GELU, y=m, src=cupy.asarray(resid), delta=cupy.asarray(o),
-           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps)()
+           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps, rpw=rpw)()
     r = resid + rms(o, w_post, eps)
     gu = W.astype(np.float64) @ rms(r, w_in, eps)
     assert rel(out.get(), r) < 1e-6
@@ -183,11 +186,12 @@ def ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, sca
     return out.reshape(-1), Kc, Vc
 
 
+@pytest.mark.parametrize("chunk,threads", [(16, 128), (64, 256)])
 @pytest.mark.parametrize("D,nq,nkv", [(256, 4, 1), (16, 4, 2), (64, 8, 2)])
 @pytest.mark.parametrize("t,window,softcap", [(0, None, None), (5, 16, None), (16, 16, 5.0), (17, 16, None),
                                               (200, None, None), (300, 7, None), (1071, 512, None),
                                               (1071, None, 50.0)])
-def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap):
+def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, chunk, threads):
     rng = np.random.default_rng(D * 1000 + t)
     cap, eps, scale, max_pos = 1072, 1e-6, D**-0.5, 1100
     qkv = rng.standard_normal((nq + 2 * nkv) * D).astype(np.float32)
@@ -197,13 +201,14 @@ def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap):
     Kc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
     Vc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
     fns = _fns(heads={D})
-    splits = K.attention_splits(cap, window)
+    splits = K.attention_splits(cap, window, chunk)
     dK, dV = cupy.asarray(Kc[None]), cupy.asarray(Vc[None])
     out, counter = poisoned(nq * D), cupy.zeros(nkv, cupy.int32)
     launch = K.attention(fns, "attn", cupy.asarray(qkv), nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn),
                          eps=eps, rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin),
                          pos=cupy.asarray([t], cupy.int64), K=dK, V=dV, window=window, scale=scale, softcap=softcap,
-                         part=poisoned(nq * splits * (D + 2)), counter=counter, out=out)
+                         part=poisoned(nq * splits * (D + 2)), counter=counter, out=out, chunk=chunk,
+                         threads=threads)
     ref, rK, rV = ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, scale, softcap)
     for run in range(2):  # the second launch proves the combine counter was reset
         launch()

@@ -148,9 +148,9 @@ class NativeDecoder:
 
     def _build(self, plan: DecoderPlan) -> None:
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
-        nv = {K.loads_per_lane(n) for n in (H, nq * D, I // self.ksd)}
-        gemvs = {(v, K.ROWS_PER_WARP, K.EPI_PLAIN) for v in nv} | {(K.loads_per_lane(H), K.ROWS_PER_WARP, K.EPI_GELU),
-                                                                   (K.loads_per_lane(H), K.HEAD_RPW, K.EPI_HEAD)}
+        rpw = {e: K.gemv_config(e)[1] for e in (K.EPI_PLAIN, K.EPI_GELU, K.EPI_HEAD)}
+        gemvs = {(K.loads_per_lane(n), rpw[K.EPI_PLAIN], K.EPI_PLAIN) for n in (H, nq * D, I // self.ksd)}
+        gemvs |= {(K.loads_per_lane(H), rpw[e], e) for e in (K.EPI_GELU, K.EPI_HEAD)}
         fns = K.compile_module(gemvs, {D})
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)

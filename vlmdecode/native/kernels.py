@@ -137,12 +137,18 @@ def head_blocks(fn, threads: int, n_groups: int) -> int:
     return int(min(n_groups, HEAD_MAX_BLOCKS, sms * per_sm))
 
 
+def gemv_config(epi: int) -> tuple[int, int]:
+    """(warps per block, rows per warp) of a GEMV: the LM head's, or the layers' (GELU: 2 = one pair)."""
+    return (HEAD_WARPS, HEAD_RPW) if epi == EPI_HEAD else (GEMV_WARPS, ROWS_PER_WARP)
+
+
 def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, splits: int = 1, y=None,
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
-         part_v=None, part_i=None) -> Launch:
+         part_v=None, part_i=None, warps: int | None = None, rpw: int | None = None) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
-    gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src)."""
+    gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
+    warps/rpw: block shape (default `gemv_config`); the module must hold gemv<NV, rpw, epi>."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -150,10 +156,11 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
         raise KernelShapeError(f"{name}: a folded (normalised) input vector needs the whole row (splits=1)")
     nv = loads_per_lane(k_len)
     head = epi == EPI_HEAD
-    rpw = HEAD_RPW if head else ROWS_PER_WARP
-    warps = HEAD_WARPS if head else GEMV_WARPS
+    warps, rpw = warps or gemv_config(epi)[0], rpw or gemv_config(epi)[1]
+    if epi == EPI_GELU and rpw % 2:
+        raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
     fn = fns[gemv_name(nv, rpw, epi)]
-    per_group = warps * (1 if epi == EPI_GELU else rpw)
+    per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
     grid_x = head_blocks(fn, warps * 32, n_groups) if head else n_groups
     shared = _need_shared(fn, 4 * k_len)
@@ -167,7 +174,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
 
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
               rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
-              part, counter, out, chunk: int = ATTN_CHUNK) -> Launch:
+              part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS) -> Launch:
     """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers."""
     attention_layout(head_dim)
     if nq % nkv:
@@ -184,7 +191,7 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
             np.float32(softcap or 0.0), np.int32(chunk), ptr(part), ptr(counter), ptr(out))
     keys = cap if window is None else min(cap, window)
     nbytes = 2 * nkv * keys * head_dim * 2 + 4 * (nq + 2 * nkv) * head_dim + 4 * nq * head_dim
-    return Launch(name, fn, (splits, nkv, 1), (ATTN_THREADS, 1, 1), args, shared, nbytes)
+    return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
 
 
 def advance(fns, part_v, part_i, nparts: int, *, table, hidden: int, x_out, ring, n_dev, pos, t_dev,

@@ -7,8 +7,9 @@ each block recomputes from the [H] row) runs while the weights are in flight.
 
     gemv<NV, RPW, EPI>   y = W x', x' formed by `form_vector`; EPI_PLAIN writes y (split-K partials along
                          gridDim.y), EPI_GELU writes gelu_tanh(W[j] x') * (W[j + n] x') for the packed
-                         gate|up rows, EPI_HEAD writes fp16 logits (optional softcap) and one (max, first
-                         index) partial per block, NaN when a logit is NaN/+inf (device mode's semantics)
+                         gate|up rows (RPW / 2 pairs a warp), EPI_HEAD writes fp16 logits (optional
+                         softcap) and one (max, first index) partial per block, NaN when a logit is
+                         NaN/+inf (device mode's semantics)
     attention<HD>        q/k RMSNorm + half-split rotary + KV append at position pos[0] + one chunk of the
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)
@@ -109,14 +110,18 @@ __device__ void form_vector(float* vec, float* red, const int n, const float* sr
     __syncthreads();
 }
 
-// rows of one warp in group g: EPI_GELU pairs row j with row j + n_rows (gate, up)
+// rows of one warp in group g; EPI_GELU: RPW / 2 gate rows j.. and their up rows j + n_rows..
 template <int RPW, int EPI>
 __device__ __forceinline__ void warp_rows(int (&row)[RPW], const int g, const int n_rows) {
     const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     if (EPI == EPI_GELU) {
-        const int j = g * nwarps + warp;
-        row[0] = j;
-        row[1] = j + n_rows;
+        constexpr int P = RPW / 2;
+        const int j = (g * nwarps + warp) * P;
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+            row[i] = j + i;
+            row[P + i] = j + i + n_rows;
+        }
     } else {
 #pragma unroll
         for (int i = 0; i < RPW; ++i) row[i] = (g * nwarps + warp) * RPW + i;
@@ -153,7 +158,8 @@ __global__ void __launch_bounds__(256) gemv(
     __shared__ long long best_i[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int k0 = blockIdx.y * k_len;
-    const int per_group = nwarps * (EPI == EPI_GELU ? 1 : RPW);
+    static_assert(EPI != EPI_GELU || RPW % 2 == 0, "GELU rows come in (gate, up) pairs");
+    const int per_group = nwarps * (EPI == EPI_GELU ? RPW / 2 : RPW);
     const int n_groups = (n_rows + per_group - 1) / per_group;
     const int row_end = EPI == EPI_GELU ? 2 * n_rows : n_rows;
     int row[RPW];
@@ -183,7 +189,9 @@ __global__ void __launch_bounds__(256) gemv(
             acc[i] = warp_sum(acc[i]);
         }
         if (EPI == EPI_GELU) {
-            if (lane == 0 && row[0] < n_rows) y[row[0]] = gelu_tanh(acc[0]) * acc[1];
+#pragma unroll
+            for (int i = 0; i < RPW / 2; ++i)
+                if (lane == 0 && row[i] < n_rows) y[row[i]] = gelu_tanh(acc[i]) * acc[RPW / 2 + i];
         } else if (EPI == EPI_PLAIN) {
 #pragma unroll
             for (int i = 0; i < RPW; ++i)
