@@ -10,6 +10,8 @@
         the pipeline (bench.pipeline_once, interleaved rounds); per-kernel times of an uncaptured step
         (CUDA events) with bytes and TB/s; the copy bandwidth of this run and the floor
         (weight + KV bytes / copy bandwidth); tiny: native vs device per token
+    (d) each kernel class alone at gemma3-1b's shapes with several block shapes (weights rotated past the
+        L2, graph replays); then (c) again with the fastest shapes (tokens re-checked over 64 steps)
 Each part runs in try/except (its error recorded, the rest goes on). Prints a short table last.
 Usage: OUT=/tmp/out python3 scripts/h200_native.py [--skip-1b]
 """
@@ -173,8 +175,7 @@ def parity_gemma():
     return out
 
 
-@part("timing_gemma3_1b")
-def timing_gemma():
+def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5):
     import cupy
 
     import vlmdecode
@@ -184,11 +185,17 @@ def timing_gemma():
 
     pipe = gemma_native()
     dec = pipe.decoder
+    if shapes is not None:
+        dec.rebuild(shapes)
+    out0 = {"shapes": str(dec.shapes)}
     folder = ModelFolder.load(_gemma["folder"])
     bw = bench.copy_bandwidth()
     weight, kv = bench.decoder_weight_bytes(folder), bench.kv_read_bytes(folder, CONTEXT)
     out = {"context": CONTEXT, "kv_capacity": CAPACITY, "copy_bandwidth_tb_s": bw / 1e12, "weight_bytes": weight,
-           "kv_bytes": kv, "floor_ms": (weight + kv) / bw * 1e3, "kernels_per_step": dec.kernels_per_step()}
+           "kv_bytes": kv, "floor_ms": (weight + kv) / bw * 1e3, "kernels_per_step": dec.kernels_per_step(), **out0}
+    if shapes is not None:  # the tuned shapes must give the same tokens as onnxruntime
+        out["parity_64_steps"] = parity(pipe, pipe.embed(prompt_ids(256, seed=1), None), 64)
+        log("tuned parity", {k: v for k, v in out["parity_64_steps"].items() if k != "first_tokens"})
     x = pipe.embed(prompt_ids(CONTEXT), None) if folder.info.drive == "embeds" else prompt_ids(CONTEXT)
     dec.prepare_timing(x)
     out["native_step_replay_ms"] = [dec.replay_ms(200) for _ in range(5)]
@@ -220,19 +227,144 @@ def timing_gemma():
     log({k: v for k, v in out.items() if k not in ("kernels",)})
     # the pipeline's per-token time, modes interleaved at the same capacity
     pipes = {"native": pipe}
-    for mode in ("device", "graph"):
-        pipes[mode] = vlmdecode.load(_gemma["folder"], "cuda", mode, max_length=CAPACITY)
+    for mode in modes:
+        if mode not in _gemma:
+            _gemma[mode] = vlmdecode.load(_gemma["folder"], "cuda", mode, max_length=CAPACITY)
+        pipes[mode] = _gemma[mode]
     onces = {m: bench.pipeline_once(p, CONTEXT, 48, 8) for m, p in pipes.items()}
-    rounds: dict = {m: [] for m in onces}
-    for r in range(5):
+    per: dict = {m: [] for m in onces}
+    for r in range(rounds):
         for m in (list(onces) if r % 2 == 0 else list(onces)[::-1]):
-            rounds[m].append(onces[m]()["steady"])
-    out["pipeline_ms_per_token"] = {m: float(np.median(v)) for m, v in rounds.items()}
-    out["pipeline_rounds"] = rounds
+            per[m].append(onces[m]()["steady"])
+    out["pipeline_ms_per_token"] = {m: float(np.median(v)) for m, v in per.items()}
+    out["pipeline_rounds"] = per
     out["native_over_floor"] = out["pipeline_ms_per_token"]["native"] / out["floor_ms"]
     out["native_over_device"] = out["pipeline_ms_per_token"]["native"] / out["pipeline_ms_per_token"]["device"]
     log(out["pipeline_ms_per_token"])
     return out
+
+
+@part("timing_gemma3_1b")
+def timing_default():
+    return timing_gemma()
+
+
+@part("timing_gemma3_1b_tuned")
+def timing_tuned():
+    if "sweep_gemma3_1b_shapes" not in results:
+        raise RuntimeError("no sweep results to tune from")
+    return timing_gemma(tuned_shapes(results["sweep_gemma3_1b_shapes"]), modes=("device",), rounds=3)
+
+
+def time_graph(launches, reps=15):
+    """Device ms per launch of `launches` captured back to back in one CUDA graph (median of reps replays)."""
+    import cupy
+
+    st = cupy.cuda.Stream(non_blocking=True)
+    with st:
+        for launch in launches:
+            launch()
+        st.begin_capture()
+        for launch in launches:
+            launch()
+        g = st.end_capture()
+        g.launch(st)
+        st.synchronize()
+        times = []
+        for _ in range(reps):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            g.launch(st)
+            end.record()
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end))
+    return float(np.median(times)) / len(launches)
+
+
+GEMV_SHAPES = [(4, 1), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4)]
+PAIR_SHAPES = [(4, 2), (4, 4), (8, 2), (8, 4)]
+HEAD_SHAPES = [(8, 4), (8, 2), (4, 4), (8, 1)]
+ATTN_SHAPES = [(8, 128), (16, 128), (32, 128), (64, 128), (16, 256), (32, 256), (64, 256)]
+
+
+@part("sweep_gemma3_1b_shapes")
+def sweep():
+    """Each kernel class at gemma3-1b's shapes, alone, with every block shape: weights rotated over copies
+    that together exceed the L2 (as in a step, where no weight is re-read), timed as graph replays."""
+    import cupy
+
+    from vlmdecode.native import kernels as K
+
+    H, I, nq, D, V, cap, t = 1152, 6912, 4, 256, 262144, CAPACITY, CONTEXT
+    cases = {"qkv": (1536, H, 1, K.EPI_PLAIN, True, GEMV_SHAPES), "o": (H, nq * D, 1, K.EPI_PLAIN, False, GEMV_SHAPES),
+             "gate_up": (I, H, 1, K.EPI_GELU, True, PAIR_SHAPES), "head": (V, H, 1, K.EPI_HEAD, True, HEAD_SHAPES)}
+    for splits in (4, 6, 8):
+        cases[f"down/{splits}"] = (H, I, splits, K.EPI_PLAIN, False, GEMV_SHAPES)
+    gemvs = {(K.loads_per_lane(k // sp), rpw, epi)
+             for rows, k, sp, epi, _, shapes in cases.values() for _, rpw in shapes}
+    fns = K.compile_module(gemvs, {D})
+    f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
+    out, rng_w = {}, lambda n: (cupy.random.standard_normal(n, dtype=cupy.float32) * 0.05).astype(cupy.float16)
+    vec, resid, delta, w_a, w_b = f32(I), f32(H), f32((8, H)), f32(H), f32(H)
+    y = cupy.zeros(2 * V, cupy.float32)
+    logits, pv, pi = cupy.zeros(V, cupy.float16), cupy.zeros(1024, cupy.float32), cupy.zeros(1024, cupy.int64)
+    for name, (rows, k, sp, epi, fold, shapes) in cases.items():
+        total_rows = 2 * rows if epi == K.EPI_GELU else rows
+        nbytes = total_rows * k * 2
+        copies = max(1, -(-256_000_000 // nbytes))
+        Ws = [rng_w(total_rows * k).reshape(total_rows, k) for _ in range(copies)]
+        res = {}
+        for warps, rpw in shapes:
+            kw = dict(warps=warps, rpw=rpw, splits=sp, y=y, epi=epi)
+            if fold:
+                kw.update(src=resid, delta=delta, delta_parts=6, delta_w=w_a, norm_w=w_b)
+            else:
+                kw.update(src=vec)
+            if epi == K.EPI_HEAD:
+                kw.update(logits=logits, part_v=pv, part_i=pi, resid_out=None)
+            ls = [K.gemv(fns, name, W, rows, k // sp, **kw) for W in Ws] * max(1, 200 // copies)
+            ms = time_graph(ls if epi != K.EPI_HEAD else ls[:20])
+            res[f"{warps}x{rpw}"] = {"us": ms * 1e3, "tb_per_s": nbytes / (ms * 1e-3) / 1e12}
+        del Ws
+        out[name] = res
+        best = min(res, key=lambda c: res[c]["us"])
+        log(name, {c: round(r["us"], 2) for c, r in res.items()}, "best", best, f"{res[best]['tb_per_s']:.2f} TB/s")
+    # attention: 64 layers' worth of K/V (more than the L2), global (all t + 1 keys) and local (window 512)
+    Ks = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
+    Vs = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
+    qkv, norm = f32(6 * D), cupy.ones(D, cupy.float32)
+    ang = cupy.arange(cap)[:, None] * cupy.linspace(1e-4, 1.0, D // 2)[None]
+    cos, sin = cupy.cos(ang).astype(cupy.float32), cupy.sin(ang).astype(cupy.float32)
+    pos, o = cupy.asarray([t], cupy.int64), cupy.zeros(nq * D, cupy.float32)
+    part, counter = cupy.zeros(nq * (cap // 8 + 2) * (D + 2), cupy.float32), cupy.zeros(1, cupy.int32)
+    res = {}
+    for window in (None, 512):
+        for chunk, threads in ATTN_SHAPES:
+            ls = [K.attention(fns, "attn", qkv, nq, 1, D, q_norm=norm, k_norm=norm, eps=1e-6, rope_cos=cos,
+                              rope_sin=sin, pos=pos, K=k_, V=v_, window=window, scale=D**-0.5, softcap=None,
+                              part=part, counter=counter, out=o, chunk=chunk, threads=threads)
+                  for k_, v_ in zip(Ks, Vs)] * 3
+            ms = time_graph(ls)
+            keys = t + 1 if window is None else window
+            res[f"{'global' if window is None else 'local'} {chunk}x{threads}"] = {
+                "us": ms * 1e3, "tb_per_s": 2 * keys * D * 2 / (ms * 1e-3) / 1e12}
+    out["attention"] = res
+    log("attention", {c: round(r["us"], 2) for c, r in res.items()})
+    return out
+
+
+def tuned_shapes(sw):
+    """The fastest measured shape of each kernel class (attention: 5 local + 1 global layers)."""
+    from vlmdecode.native.kernels import Shapes
+
+    best = lambda d: tuple(int(v) for v in min(d, key=lambda c: d[c]["us"]).split("x"))  # noqa: E731
+    down = min(((sp, c) for sp in (4, 6, 8) for c in sw[f"down/{sp}"]), key=lambda sc: sw[f"down/{sc[0]}"][sc[1]]["us"])
+    att = sw["attention"]
+    chunk, threads = min(ATTN_SHAPES, key=lambda ct: 5 * att[f"local {ct[0]}x{ct[1]}"]["us"]
+                         + att[f"global {ct[0]}x{ct[1]}"]["us"])
+    return Shapes(qkv=best(sw["qkv"]), o=best(sw["o"]), gate_up=best(sw["gate_up"]),
+                  down=tuple(int(v) for v in down[1].split("x")), head=best(sw["head"]), slice_target=6912 // down[0],
+                  attn_chunk=chunk, attn_threads=threads)
 
 
 @part("timing_tiny")
@@ -265,9 +397,12 @@ def table():
         print(f"gemma3-1b first divergence {r['first_divergence']} / {r['steps']}, err vs ort "
               f"{r['max_logit_err_vs_ort']:.3g} (median {r['median_logit_err_vs_ort']:.3g}) "
               f"{r.get('at_divergence', '')}")
-    t = results.get("timing_gemma3_1b")
-    if t:
-        print(f"gemma3-1b ctx {t['context']} cap {t['kv_capacity']}: copy {t['copy_bandwidth_tb_s']:.2f} TB/s, floor "
+    for key in ("timing_gemma3_1b", "timing_gemma3_1b_tuned"):
+        t = results.get(key)
+        if not t:
+            continue
+        print(f"[{key}] shapes {t['shapes']}")
+        print(f"  gemma3-1b ctx {t['context']} cap {t['kv_capacity']}: copy {t['copy_bandwidth_tb_s']:.2f} TB/s, floor "
               f"{t['floor_ms']:.3f} ms; native step replay {min(t['native_step_replay_ms']):.3f} ms, greedy replay "
               f"{t['native_greedy_replay_ms_per_token']:.3f} ms/token, kernels/step {t['kernels_per_step']}, "
               f"uncaptured kernel sum {t['kernel_sum_ms']:.3f} ms")
@@ -277,6 +412,16 @@ def table():
         if "pipeline_ms_per_token" in t:
             print(f"   pipeline ms/token {t['pipeline_ms_per_token']}; native/floor {t['native_over_floor']:.2f}, "
                   f"native/device {t['native_over_device']:.2f}")
+        if "parity_64_steps" in t:
+            p = t["parity_64_steps"]
+            print(f"   tuned parity: first divergence {p['first_divergence']} / 64, "
+                  f"err vs ort {p['max_logit_err_vs_ort']:.3g}")
+    sw = results.get("sweep_gemma3_1b_shapes")
+    if sw:
+        for name, res in sw.items():
+            best = min(res, key=lambda c: res[c]["us"])
+            print(f"sweep {name:8s} best {best:14s} {res[best]['us']:7.2f} us {res[best]['tb_per_s']:.2f} TB/s  ("
+                  + ", ".join(f"{c} {r['us']:.1f}" for c, r in res.items()) + ")")
     if "timing_tiny" in results:
         print(f"tiny fused-cuda ctx 128 ms/token {results['timing_tiny']}")
     for name, err in results["errors"].items():
@@ -291,7 +436,12 @@ if __name__ == "__main__":
     timing_tiny()
     if "--skip-1b" not in sys.argv:
         parity_gemma()
-        timing_gemma()
+        timing_default()
+        sweep()
+        if time.time() - T0 < 400:
+            timing_tuned()
+        else:
+            results["errors"]["timing_gemma3_1b_tuned"] = f"skipped: {time.time() - T0:.0f} s spent (budget 8 min)"
     results["seconds"] = time.time() - T0
     save()
     table()

@@ -87,7 +87,7 @@ def test_gemv_fold_prologue(first):
     x_in = rng.standard_normal(H).astype(np.float16)
     delta = rng.standard_normal((parts, H)).astype(np.float32)
     w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
-    fns = _fns({(K.loads_per_lane(H), K.ROWS_PER_WARP, K.EPI_PLAIN)})
+    fns = _fns({(K.loads_per_lane(H), 2, K.EPI_PLAIN)})
     y, out = poisoned(rows), poisoned(H)
     K.gemv(fns, "t", cupy.asarray(W), rows, H, y=y, src=None if first else cupy.asarray(resid),
            x_in=cupy.asarray(x_in), x_scale=3.0, delta=None if first else cupy.asarray(delta), delta_parts=parts,
@@ -114,13 +114,13 @@ def test_gemv_gate_up_gelu(warps, rpw):
     assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
 
 
-def _head(V, H, W, resid, softcap=None):
-    fns = _fns({(K.loads_per_lane(H), K.HEAD_RPW, K.EPI_HEAD)})
+def _head(V, H, W, resid, softcap=None, warps=8, rpw=4):
+    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_HEAD)})
     logits = poisoned(V, np.float16)
     part_v, part_i = poisoned(K.HEAD_MAX_BLOCKS), cupy.full(K.HEAD_MAX_BLOCKS, -5, cupy.int64)
     ones = cupy.ones(H, cupy.float32)
     launch = K.gemv(fns, "head", cupy.asarray(W), V, H, epi=K.EPI_HEAD, src=cupy.asarray(resid), norm_w=ones,
-                    logits=logits, softcap=softcap, part_v=part_v, part_i=part_i)
+                    logits=logits, softcap=softcap, part_v=part_v, part_i=part_i, warps=warps, rpw=rpw)
     launch()
     nb = launch.grid[0]
     ring, n, pos, t = (cupy.zeros(1, cupy.int64) for _ in range(4))
@@ -129,13 +129,14 @@ def _head(V, H, W, resid, softcap=None):
     return logits.get(), int(ring.get()[0])
 
 
-@pytest.mark.parametrize("V,softcap", [(262144, None), (320, 30.0), (50001, 2.0)])
-def test_lm_head_logits_and_argmax(V, softcap):
-    rng = np.random.default_rng(V)
+@pytest.mark.parametrize("V,softcap,warps,rpw", [(262144, None, 8, 4), (320, 30.0, 8, 4), (50001, 2.0, 8, 4),
+                                                  (262144, None, 4, 2), (50001, None, 8, 1)])
+def test_lm_head_logits_and_argmax(V, softcap, warps, rpw):
+    rng = np.random.default_rng(V + rpw)
     H = 1152 if V > 1000 else 64
     W = (rng.standard_normal((V, H)) * 0.1).astype(np.float16)
     resid = rng.standard_normal(H).astype(np.float32)
-    logits, tok = _head(V, H, W, resid, softcap)
+    logits, tok = _head(V, H, W, resid, softcap, warps, rpw)
     ref = W.astype(np.float64) @ rms(resid, 1.0, 1e-6)
     if softcap:
         ref = softcap * np.tanh(ref / softcap)

@@ -74,7 +74,7 @@ class NativeDecoder:
     mode = "native"
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
-                 plan: DecoderPlan | None = None, chunk: int = K.ATTN_CHUNK):
+                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None):
         import cupy
 
         self.cp = cupy
@@ -88,13 +88,20 @@ class NativeDecoder:
         self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
         self.plan, self.folder, self.device = plan, folder, self.ort.device
         self.stream, self.stream_ptr, self.transfers = self.ort.stream, self.ort.stream_ptr, self.ort.transfers
-        self.max_length, self.vocab, self.sync_every, self.chunk = self.ort.max_length, plan.vocab, sync_every, chunk
+        self.max_length, self.vocab, self.sync_every = self.ort.max_length, plan.vocab, sync_every
         self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
-        self._graphs: dict[bool, object] = {}
         with self.stream:
             self._upload(plan)
-            self._buffers(plan)
-            self._build(plan)
+        self.rebuild(shapes or K.Shapes())
+
+    def rebuild(self, shapes: K.Shapes) -> None:
+        """(Re)make the step's buffers and launches with these block shapes; the weights stay. Drops the
+        captured graphs (the next step captures again). Between generations only."""
+        self.shapes = shapes
+        self._graphs: dict[bool, object] = {}
+        with self.stream:
+            self._buffers(self.plan)
+            self._build(self.plan)
         self.stream.synchronize()
 
     # ---- set-up ----------------------------------------------------------------------------------
@@ -132,8 +139,8 @@ class NativeDecoder:
     def _buffers(self, plan: DecoderPlan) -> None:
         cp, H, D = self.cp, plan.hidden, plan.head_dim
         nq, nkv = plan.num_heads, plan.num_kv_heads
-        self.ksd = K.split_k(plan.intermediate)
-        splits = max(K.attention_splits(self.max_length, L.window, self.chunk) for L in plan.layers)
+        self.ksd = K.split_k(plan.intermediate, self.shapes.slice_target)
+        splits = max(K.attention_splits(self.max_length, L.window, self.shapes.attn_chunk) for L in plan.layers)
         z = lambda n, dt=cp.float32: cp.zeros(n, dt)  # noqa: E731
         self.x_in = z(H, cp.float16)  # the step's input: the token's embedding row
         self.resid = z((2, H))  # ping-pong residual stream
@@ -148,10 +155,13 @@ class NativeDecoder:
 
     def _build(self, plan: DecoderPlan) -> None:
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
-        rpw = {e: K.gemv_config(e)[1] for e in (K.EPI_PLAIN, K.EPI_GELU, K.EPI_HEAD)}
-        gemvs = {(K.loads_per_lane(n), rpw[K.EPI_PLAIN], K.EPI_PLAIN) for n in (H, nq * D, I // self.ksd)}
-        gemvs |= {(K.loads_per_lane(H), rpw[e], e) for e in (K.EPI_GELU, K.EPI_HEAD)}
+        sh = self.shapes
+        nvh = K.loads_per_lane(H)
+        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN), (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN),
+                 (nvh, sh.gate_up[1], K.EPI_GELU), (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN),
+                 (nvh, sh.head[1], K.EPI_HEAD)}
         fns = K.compile_module(gemvs, {D})
+        shape = lambda wr: dict(warps=wr[0], rpw=wr[1])  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -161,23 +171,23 @@ class NativeDecoder:
                                 src=Ra if l else None, x_in=self.x_in, x_scale=scale,
                                 delta=self.dpart if l else None, delta_parts=self.ksd,
                                 delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
-                                norm_w=W["input_norm"], eps=eps))
+                                norm_w=W["input_norm"], eps=eps, **shape(sh.qkv)))
             steps.append(K.attention(fns, f"L{l}.attn", self.qkv, nq, nkv, D, q_norm=W["q_norm"], k_norm=W["k_norm"],
                                      eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
                                      scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
                                      counter=self.counters[l * nkv:(l + 1) * nkv], out=self.attn_out,
-                                     chunk=self.chunk))
-            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out))
+                                     chunk=sh.attn_chunk, threads=sh.attn_threads))
+            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                 delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
-                                norm_w=W["pre_ffn_norm"], eps=eps))
+                                norm_w=W["pre_ffn_norm"], eps=eps, **shape(sh.gate_up)))
             steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
-                                src=self.m))
+                                src=self.m, **shape(sh.down)))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,
-                           part_i=self.part_i)
+                           part_i=self.part_i, **shape(sh.head))
         self.body = steps + [self.head]
         common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
                       pos=self.pos, t_dev=self.t_dev)

@@ -17,15 +17,28 @@ import numpy as np
 from .kernels_src import SOURCE
 
 EPI_PLAIN, EPI_GELU, EPI_HEAD = 0, 1, 2
-GEMV_WARPS = 4  # warps per block of the layer GEMVs (one launch = one wave or more of small blocks)
-HEAD_WARPS = 8  # warps per block of the LM head (grid-stride over row groups, <= HEAD_MAX_BLOCKS blocks)
-HEAD_RPW = 4  # rows per warp of the LM head: 4 x (in / 256) 16-byte loads in flight per lane
-ROWS_PER_WARP = 2
 HEAD_MAX_BLOCKS = 1024  # one argmax partial per block; `advance` reduces them in one 1024-thread block
-ATTN_THREADS = 128
 ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at position t
+ATTN_THREADS = 128
 SLICE_TARGET = 1280  # split-K: largest reduction slice (elements) one block streams per row
 NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Block shapes of a decode step's kernels: (warps per block, rows per warp) of each GEMV (GELU: rows
+    come in (gate, up) pairs, so an even count), the split-K slice target of the down projection, and the
+    attention's keys per block and threads. Defaults are untuned first choices (see scripts/h200_native.py,
+    which times the alternatives on the GPU)."""
+
+    qkv: tuple = (4, 2)
+    o: tuple = (4, 2)
+    gate_up: tuple = (4, 2)
+    down: tuple = (4, 2)
+    head: tuple = (8, 4)  # 4 rows x (in / 256) 16-byte loads in flight per lane; grid-stride, <= 1024 blocks
+    slice_target: int = SLICE_TARGET
+    attn_chunk: int = ATTN_CHUNK
+    attn_threads: int = ATTN_THREADS
 
 
 class KernelShapeError(ValueError):
@@ -137,18 +150,13 @@ def head_blocks(fn, threads: int, n_groups: int) -> int:
     return int(min(n_groups, HEAD_MAX_BLOCKS, sms * per_sm))
 
 
-def gemv_config(epi: int) -> tuple[int, int]:
-    """(warps per block, rows per warp) of a GEMV: the LM head's, or the layers' (GELU: 2 = one pair)."""
-    return (HEAD_WARPS, HEAD_RPW) if epi == EPI_HEAD else (GEMV_WARPS, ROWS_PER_WARP)
-
-
 def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, splits: int = 1, y=None,
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
-         part_v=None, part_i=None, warps: int | None = None, rpw: int | None = None) -> Launch:
+         part_v=None, part_i=None, warps: int = 4, rpw: int = 2) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
-    warps/rpw: block shape (default `gemv_config`); the module must hold gemv<NV, rpw, epi>."""
+    warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -156,7 +164,8 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
         raise KernelShapeError(f"{name}: a folded (normalised) input vector needs the whole row (splits=1)")
     nv = loads_per_lane(k_len)
     head = epi == EPI_HEAD
-    warps, rpw = warps or gemv_config(epi)[0], rpw or gemv_config(epi)[1]
+    if not 1 <= warps <= 8:
+        raise KernelShapeError(f"{name}: 1 to 8 warps per block (the kernel's launch bound), got {warps}")
     if epi == EPI_GELU and rpw % 2:
         raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
     fn = fns[gemv_name(nv, rpw, epi)]
