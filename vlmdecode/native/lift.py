@@ -301,12 +301,12 @@ class _Lifter:
         return Sym("view", (x,), {}, {i}, last)
 
     # ---- norms --------------------------------------------------------------------------------------------
-    def _norm(self, i, x, w, eps, axis=-1):
+    def _norm(self, i, x, w, eps, axis=-1, chain=()):
         if axis != -1:
             self.fail(i, f"normalises axis {axis}; the plan's norms are over the last axis")
         if w is None or w.op != "const" or w.value.ndim != 1 or (x.feat is not None and w.value.size != x.feat):
             self.fail(i, "has a norm weight that is not a constant vector over the last axis")
-        return Sym("norm", (x,), {"w": w.value.astype(np.float32), "wsym": w, "eps": float(eps)}, {i}, x.feat)
+        return Sym("norm", (x,), {"w": w.value.astype(np.float32), "wsym": w, "eps": float(eps)}, {i, *chain}, x.feat)
 
     def op_RMSNormalization(self, i, ins, a):
         return self._norm(i, ins[0], ins[1], a.get("epsilon", 1e-5), a.get("axis", -1))
@@ -325,7 +325,7 @@ class _Lifter:
 
     def op_ReduceMean(self, i, ins, a):
         x = ins[0]
-        axes = _axes(a, [None] + ins[1:], 1)
+        axes = tuple(int(v) for v in (ins[1].value if len(ins) > 1 and ins[1] is not None else a.get("axes", ())))
         if x.op != "ew" or ew_kind(x) != ("square",) or axes not in ((-1,),) or not a.get("keepdims", 1):
             self.fail(i, "is a ReduceMean that is not the mean square over the last axis of an RMSNorm")
         return Sym("ms", x.args, {}, x.nodes | {i}, 1)
@@ -342,7 +342,7 @@ class _Lifter:
         x, y = ins
         for p, q in ((x, y), (y, x)):
             if p.op == "normalized" and q.op == "const" and q.value.ndim == 1:
-                return self._norm(i, p.args[0], q, p.attrs["eps"])
+                return self._norm(i, p.args[0], q, p.attrs["eps"], chain=p.nodes)
             if p.op == "inv_rms" and q is p.args[0]:
                 return Sym("normalized", p.args, dict(p.attrs), p.nodes | {i}, q.feat)
         return self._arith(i, "Mul", x, y) or Sym("mul", (x, y), {}, {i}, x.feat or y.feat)

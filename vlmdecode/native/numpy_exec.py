@@ -186,7 +186,7 @@ class NumpyDecoder:
             if tok[-1] >= C:
                 raise ValueError(f"layer {i}: token {tok[-1]} does not fit a KV capacity of {C}")
             K[:, tok], V[:, tok] = k, v
-            cache.rows[i] = tok[-1] + 1
+            cache.rows[i] = int(tok[-1]) + 1
             return K[:, : tok[-1] + 1], V[:, : tok[-1] + 1], np.arange(tok[-1] + 1)
         keys = np.concatenate([K[:, :r], k], axis=1)  # staged: resident rows, then the new ones
         values = np.concatenate([V[:, :r], v], axis=1)

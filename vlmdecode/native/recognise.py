@@ -118,10 +118,12 @@ class _Matcher:
     def branch(self, add: Sym, role: str) -> tuple[Sym, Sym]:
         """(the branch, the residual) of a residual Add: the branch is norm(MatMul(...))."""
         self.expect(add, "add", f"the residual add after {role}")
-        is_branch = [a.op == "norm" and a.args[0].op == "linear" for a in add.args]
-        if sum(is_branch) != 1:
+        is_norm = [a.op == "norm" for a in add.args]
+        if sum(is_norm) == 2:  # the branch is the norm of a MatMul
+            is_norm = [a.args[0].op == "linear" for a in add.args]
+        if sum(is_norm) != 1:
             self.fail(add, f"does not add one normalised {role} output to the residual stream")
-        k = is_branch.index(True)
+        k = is_norm.index(True)
         return add.args[k], add.args[1 - k]
 
     # ---- the decoder ---------------------------------------------------------------------------------
