@@ -340,7 +340,7 @@ def test_refuses_what_the_plan_has_no_place_for(folders):
     mm = first(e.m, "MatMul")
     mm.op_type, mm.domain, mm.name = "MatMulNBits", "com.microsoft", "int4"
     e.m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    with pytest.raises(PlanError, match=r"'int4' \(com.microsoft.MatMulNBits\) holds int4 weights"):
+    with pytest.raises(PlanError, match=r"'int4' \(com.microsoft.MatMulNBits\) holds block-quantised"):
         recognise(e.m)
     e = Edit(path)
     e.m.graph.output.append(helper.make_tensor_value_info(first(e.m, "Gelu").output[0], 1, None))

@@ -18,29 +18,15 @@ present, and the partial primitive-RMSNorm pieces ms, ms_eps, rms, inv_rms, norm
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from . import symbols as sy
 from .plan import PlanError
-
-MS = "com.microsoft"
-
-
-@dataclass(eq=False)
-class Sym:
-    op: str
-    args: tuple = ()
-    attrs: dict = field(default_factory=dict)
-    nodes: set = field(default_factory=set)  # indices of the ONNX nodes this symbol realises
-    feat: int | None = None  # size of the last axis, where known
-
-    @property
-    def value(self) -> np.ndarray:
-        return self.attrs["value"]
+from .symbols import MS, Sym, describe, ew_kind, scalar
 
 
 @dataclass
@@ -49,101 +35,6 @@ class Lifted:
     syms: dict  # value name -> Sym
     nodes: list  # the graph's NodeProtos, in order
     consumers: dict  # value name -> [node index]
-
-
-def describe(nodes, i: int | None, what: str = "") -> str:
-    """'node NAME (OpType)' for error messages ('<graph input/initializer>' when i is None)."""
-    if i is None:
-        return what or "a graph input or initializer"
-    n = nodes[i]
-    return f"node {n.name or '#' + str(i)!r} ({(n.domain + '.') if n.domain else ''}{n.op_type})"
-
-
-def _attrs(node) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-# ---- numpy evaluation of the few ops constant folding and the mask plumbing need -------------------------
-def _reshape(x, shape):
-    shape = [x.shape[i] if s == 0 else int(s) for i, s in enumerate(shape)]
-    return x.reshape(shape)
-
-
-def _axes(node_attrs, ins, k):
-    return tuple(int(a) for a in (ins[k] if len(ins) > k and ins[k] is not None else node_attrs.get("axes", ())))
-
-
-def _eval(op: str, a: dict, ins: list):
-    """One node on numpy arrays; None for an op this evaluator does not know."""
-    x = ins[0] if ins else None
-    binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Pow": np.power}
-    if op in binary:
-        return binary[op](x, ins[1]).astype(np.result_type(x, ins[1]))
-    table = {
-        "Identity": lambda: x,
-        "Cast": lambda: x.astype(helper.tensor_dtype_to_np_dtype(a["to"])),
-        "Div": lambda: (x // ins[1] if x.dtype.kind in "iu" else x / ins[1]).astype(np.result_type(x, ins[1])),
-        "Neg": lambda: -x,
-        "Sqrt": lambda: np.sqrt(x),
-        "Reciprocal": lambda: 1 / x,
-        "Concat": lambda: np.concatenate(ins, axis=a["axis"]),
-        "Transpose": lambda: x.transpose(a.get("perm")),  # a view: a tied head stays the embedding table
-        "Reshape": lambda: _reshape(x, ins[1]),
-        "Unsqueeze": lambda: np.expand_dims(x, _axes(a, ins, 1)),
-        "Squeeze": lambda: np.squeeze(x, _axes(a, ins, 1) or None),
-        "Shape": lambda: np.array(x.shape[a.get("start", 0):a.get("end")], np.int64),
-        "Gather": lambda: np.take(x, ins[1], axis=a.get("axis", 0)),
-        "ReduceSum": lambda: np.sum(x, axis=_axes(a, ins, 1) or None, keepdims=bool(a.get("keepdims", 1))),
-    }
-    return table[op]() if op in table else None
-
-
-# ---- elementwise functions of one tensor ----------------------------------------------------------------
-def gelu_tanh(t):
-    return 0.5 * t * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (t + 0.044715 * t**3)))
-
-
-_UNARY = {"Tanh": np.tanh, "Sqrt": np.sqrt, "Neg": np.negative, "Reciprocal": lambda t: 1 / t}
-_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Pow": np.power}
-
-
-def _scalar(s: Sym) -> float | None:
-    if s is not None and s.op == "const" and s.value.size == 1 and s.value.dtype.kind == "f":
-        return float(s.value.reshape(()))
-    return None
-
-
-def _fn_of(s: Sym, base: Sym):
-    """s as a function of base (None if it is not one): base itself, an ew of base, or a scalar constant."""
-    if s is base:
-        return lambda t: t
-    if s.op == "ew" and s.args[0] is base:
-        return s.attrs["fn"]
-    c = _scalar(s)
-    return None if c is None else (lambda t, c=c: np.full_like(t, c))
-
-
-def _ew(base: Sym, fn, nodes, i) -> Sym:
-    return Sym("ew", (base,), {"fn": fn}, set(nodes) | {i}, base.feat)
-
-
-def ew_kind(s: Sym):
-    """Classify an elementwise function by evaluating it: ('scale', c) | ('softcap', c) | ('gelu_tanh',) |
-    ('square',) | None. Constants of an fp16 graph are fp16: GELU is accepted within fp16 rounding."""
-    f = s.attrs["fn"]
-    t = np.linspace(-8.0, 8.0, 161)
-    y = f(t)
-    c = float(f(np.array([1.0]))[0])
-    if np.allclose(y, c * t, rtol=1e-12, atol=0):
-        return ("scale", c)
-    if np.allclose(y, t * t, rtol=1e-12, atol=0):
-        return ("square",)
-    if np.allclose(y, gelu_tanh(t), rtol=0, atol=2e-3 * 8):
-        return ("gelu_tanh",)
-    cap = float(f(np.array([1e30]))[0])
-    if cap > 0 and np.allclose(y, cap * np.tanh(t / cap), rtol=1e-9, atol=0):
-        return ("softcap", cap)
-    return None
 
 
 # ---- the lifting pass -----------------------------------------------------------------------------------
@@ -187,7 +78,7 @@ class _Lifter:
     def run(self) -> Lifted:
         for i, n in enumerate(self.nodes):
             ins = [self.get(i, x) for x in n.input]
-            outs = self.lift(i, n, ins, _attrs(n))
+            outs = self.lift(i, n, ins, sy.node_attrs(n))
             outs = outs if isinstance(outs, list) else [outs]
             folded = set().union(*(s.nodes for s in ins if s is not None and s.op == "const"))
             for s in outs:  # Constant nodes feeding shapes, axes, split sizes: placed with their consumer
@@ -207,7 +98,7 @@ class _Lifter:
             return Sym("const", attrs={"value": numpy_helper.to_array(t)}, nodes={i})
         real = [s for s in ins if s is not None]
         if dom == "" and real and all(s.op == "const" for s in real):
-            v = _eval(op, a, [None if s is None else s.value for s in ins])
+            v = sy.evaluate(op, a, [None if s is None else s.value for s in ins])
             if v is not None:
                 return Sym("const", attrs={"value": v}, nodes={i}.union(*(s.nodes for s in real)))
         if dom == "" and real and all(s.op in ("const", "mask") for s in real) and any(s.op == "mask" for s in real):
@@ -220,12 +111,12 @@ class _Lifter:
 
     def mask_fn(self, i, op, a, ins):
         """A function of attention_mask (the GQA lengths), evaluated when recognition probes it."""
-        if op not in _EVAL_OPS:
+        if op not in sy.EVAL_OPS:
             self.fail(i, "computes from attention_mask with an op the mask plumbing does not use")
 
         def fn(mask, ins=tuple(ins)):
             vals = [None if s is None else (s.attrs["fn"](mask) if s.op == "mask" else s.value) for s in ins]
-            return _eval(op, a, vals)
+            return sy.evaluate(op, a, vals)
         return Sym("mask", tuple(s for s in ins if s is not None and s.op == "mask"), {"fn": fn}, {i})
 
     def op_Gather(self, i, ins, a):
@@ -264,8 +155,11 @@ class _Lifter:
         return Sym("linear", (x,), {"w": w.value, "wsym": w}, {i}, w.value.shape[1])
 
     def op_MatMulNBits(self, i, ins, a):
-        self.fail(i, "holds int4 weights (MatMulNBits): the plan stores float16/float32 matrices and does not "
-                     "dequantise; export the decoder with fp16 or fp32 precision")
+        self.fail(i, "holds block-quantised (int4/int8) weights: the plan stores float16/float32 matrices and "
+                     "does not dequantise; export the decoder with fp16 or fp32 precision")
+
+    def op_GatherBlockQuantized(self, i, ins, a):
+        self.op_MatMulNBits(i, ins, a)
 
     def op_Split(self, i, ins, a):
         x = ins[0]
@@ -334,8 +228,8 @@ class _Lifter:
     def op_Add(self, i, ins, a):
         x, y = ins
         for p, q in ((x, y), (y, x)):
-            if p.op == "ms" and _scalar(q) is not None:
-                return Sym("ms_eps", p.args, {"eps": _scalar(q)}, p.nodes | q.nodes | {i}, 1)
+            if p.op == "ms" and scalar(q) is not None:
+                return Sym("ms_eps", p.args, {"eps": scalar(q)}, p.nodes | q.nodes | {i}, 1)
         return self._arith(i, "Add", x, y) or Sym("add", (x, y), {}, {i}, x.feat or y.feat)
 
     def op_Mul(self, i, ins, a):
@@ -351,7 +245,7 @@ class _Lifter:
         x, y = ins
         if y.op == "rms" and x is y.args[0]:
             return Sym("normalized", y.args, dict(y.attrs), y.nodes | {i}, x.feat)
-        if y.op == "rms" and _scalar(x) == 1.0:
+        if y.op == "rms" and scalar(x) == 1.0:
             return Sym("inv_rms", y.args, dict(y.attrs), y.nodes | x.nodes | {i}, 1)
         return self._arith(i, "Div", x, y) or self.fail(i, "divides two activations")
 
@@ -388,30 +282,30 @@ class _Lifter:
         return self._unary(i, "Gelu", ins[0])
 
     def _unary(self, i, op, x):
-        f = gelu_tanh if op == "Gelu" else _UNARY[op]
+        f = sy.gelu_tanh if op == "Gelu" else sy.UNARY[op]
         if x.op == "ew":
             g = x.attrs["fn"]
-            return _ew(x.args[0], lambda t: f(g(t)), x.nodes, i)
+            return sy.make_ew(x.args[0], lambda t: f(g(t)), x.nodes, i)
         if x.op == "const":
             self.fail(i, "is a constant expression the folder does not evaluate")
-        return _ew(x, f, (), i)
+        return sy.make_ew(x, f, (), i)
 
     def _arith(self, i, op, x, y):
         """Elementwise x op y as a function of one tensor, or None when x and y are two tensors."""
-        if op == "Pow" and _scalar(y) is None:
+        if op == "Pow" and scalar(y) is None:
             return None
         bases = [s.args[0] if s.op == "ew" else s for s in (x, y) if s.op != "const"]
         if not bases or any(b is not bases[0] for b in bases) or (x.op == "const" and y.op == "const"):
             return None
         base = bases[0]
-        fx, fy = _fn_of(x, base), _fn_of(y, base)
+        fx, fy = sy.fn_of(x, base), sy.fn_of(y, base)
         if fx is None or fy is None:
             if x.op == "const" or y.op == "const":
                 self.fail(i, f"{op}s a constant that is not a scalar (a bias or per-channel scale the plan lacks)")
             return None
-        f = _BINARY[op]
+        f = sy.BINARY[op]
         nodes = set().union(*(s.nodes for s in (x, y) if s is not base))
-        return _ew(base, lambda t: f(fx(t), fy(t)), nodes, i)
+        return sy.make_ew(base, lambda t: f(fx(t), fy(t)), nodes, i)
 
     # ---- rotary, attention -------------------------------------------------------------------------------
     def _rotary(self, i, x, pos, cos, sin, a):
@@ -459,12 +353,9 @@ class _Lifter:
         return outs[: len(self.nodes[i].output)]
 
 
-_MS_ONLY = {"GroupQueryAttention", "SkipSimplifiedLayerNormalization", "FastGelu", "MatMulNBits"}
+_MS_ONLY = {"GroupQueryAttention", "SkipSimplifiedLayerNormalization", "FastGelu", "MatMulNBits",
+            "GatherBlockQuantized"}
 _MS_OPS = _MS_ONLY | {"RotaryEmbedding", "SimplifiedLayerNormalization"}  # these two exist in both domains
-_EVAL_OPS = {"Add", "Sub", "Mul", "Pow", "Identity", "Cast", "Div", "Neg", "Sqrt", "Reciprocal", "Concat",
-             "Transpose", "Reshape", "Unsqueeze", "Squeeze", "Shape", "Gather", "ReduceSum"}
-
-
 def lift(model: onnx.ModelProto) -> Lifted:
     """Every node of `model` lifted to a Sym (PlanError names the first that cannot be)."""
     out = _Lifter(model).run()

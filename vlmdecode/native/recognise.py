@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .lift import Lifted, Sym, describe, ew_kind, lift
+from .lift import Lifted, lift
 from .plan import DecoderPlan, LayerPlan, PlanError
+from .symbols import Sym, describe, ew_kind
 
 
 def _load(path_or_model) -> tuple[onnx.ModelProto, str]:
@@ -178,14 +179,18 @@ class _Matcher:
                      att=ao.args[0], x_prev=x_prev)
         return parts, x_prev
 
-    def qk(self, s: Sym, role: str):
-        """(linear, rotary sym or None, norm weight or None) of a separate q or k input."""
+    def qk(self, s: Sym, role: str, head_dim: int):
+        """(linear, rotary sym or None, norm weight or None) of a separate q or k input. A norm over the
+        whole width is a per-head norm when the width is one head (Gemma 3 1B's single KV head)."""
         rot = None
         if s is not None and s.op == "rotary":
             rot = self.expect(s, "rotary", f"the {role} rotary")
             s = s.args[0]
-        w = self.norm(s, f"the {role} norm", "head") if s is not None and s.op == "headnorm" else None
-        return self.linear(s.args[0] if w is not None else s, f"the {role} projection"), rot, w
+        w = None
+        if s is not None and (s.op == "headnorm" or (s.op == "norm" and s.feat == head_dim)):
+            w = self.norm(s, f"the {role} norm", "head" if s.op == "headnorm" else None)
+            s = s.args[0]
+        return self.linear(s, f"the {role} projection"), rot, w
 
     def attention(self, idx: int, p: dict) -> LayerPlan:
         att = self.expect(p["att"], "attn", "GroupQueryAttention")
@@ -200,7 +205,8 @@ class _Matcher:
             lin = self.linear(q_in, "the packed QKV projection")
             h1, w_qkv = lin.args[0], lin.attrs["w"]
         else:
-            (lq, rot_q, qw), (lk, rot_k, kw) = self.qk(q_in, "query"), self.qk(k_in, "key")
+            d = att.feat // nq
+            (lq, rot_q, qw), (lk, rot_k, kw) = self.qk(q_in, "query", d), self.qk(k_in, "key", d)
             lv = self.linear(v_in, "the value projection")
             h1 = lq.args[0]
             if lk.args[0] is not h1 or lv.args[0] is not h1:
@@ -236,9 +242,9 @@ class _Matcher:
         window = a.get("local_window_size", -1)
         window = int(window) if window > 0 else None
         cap = None
-        if a.get("sliding_window_cache", 0):
-            cap = pk.attrs["shape"][2]
-            if not isinstance(cap, int) or window is None or cap != window:
+        if a.get("sliding_window_cache", 0):  # the capacity is the caller's choice unless the graph fixes it
+            cap = pk.attrs["shape"][2] if isinstance(pk.attrs["shape"][2], int) else window
+            if window is None or cap != window:
                 self.fail(att, f"has a windowed KV cache of capacity {cap} for window {window}: the plan needs "
                                "capacity == local_window_size (what CUDA GroupQueryAttention accepts)")
         rc, rs = self.table(cos), self.table(sin)
