@@ -29,7 +29,7 @@ from IPython.display import display
 
 import vlmdecode
 from vlmdecode import explore, plots
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.processor import demo_image
 
 PROMPT, STEPS = "Describe the image.", 24

@@ -30,7 +30,7 @@ import pandas as pd
 from IPython.display import display
 
 from vlmdecode import explore, plots
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.fixture.cache import ensure_fixture
 
 CONTEXTS = [8, 32, 64, 128, 200]
 NEW_TOKENS = 16

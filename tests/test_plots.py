@@ -14,7 +14,7 @@ import pytest
 import vlmdecode
 from vlmdecode import explore as E
 from vlmdecode import plots as P
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.processor import demo_image
 
 PROMPT = "Describe the image."
