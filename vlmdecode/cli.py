@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from . import modes
+
 EXIT_BAD_INPUT = 2
 
 
@@ -62,7 +64,7 @@ def cmd_demo(args) -> int:
     _print_result(pipe.generate(prompt, image=image, max_new_tokens=args.max_new_tokens, stop=()), "cpu")
     if cuda_device_count() > 0:
         folder16 = ensure_fixture("tiny", "gqa", "fp16")
-        for mode in ("eager", "graph", "device"):
+        for mode in modes.on("cuda", "pipeline"):
             pipe = vlmdecode.load(folder16, "cuda", mode)
             _print_result(pipe.generate(prompt, image=image, max_new_tokens=args.max_new_tokens, stop=()),
                           f"cuda {mode}")
@@ -135,7 +137,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--prompt", required=True)
     g.add_argument("--image", default=None)
     g.add_argument("--device", default="cpu")
-    g.add_argument("--mode", default=None)
+    g.add_argument("--mode", default=None, choices=modes.PIPELINE,
+                   help="decode mode (vlmdecode.modes); default: resident on cpu, graph on cuda")
     g.add_argument("--max-new-tokens", type=int, default=32)
     g.add_argument("--stream", action="store_true")
     g.add_argument("--do-sample", action="store_true")
@@ -149,7 +152,8 @@ def parser() -> argparse.ArgumentParser:
     r = bsub.add_parser("run")
     r.add_argument("--presets", nargs="+", default=["tiny"])
     r.add_argument("--devices", nargs="+", default=["cpu"])
-    r.add_argument("--modes", nargs="+", default=None)
+    r.add_argument("--modes", nargs="+", default=None, choices=modes.ORDER,
+                   help="scenarios (vlmdecode.modes); default: every one of the device")
     r.add_argument("--contexts", nargs="+", type=int, default=None,
                    help="prompt lengths; default per preset: " + ", ".join(
                        f"{k} {' '.join(map(str, v))}" for k, v in CONTEXTS.items()))

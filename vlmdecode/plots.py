@@ -124,10 +124,10 @@ def plot_time_vs_context(df: pd.DataFrame, title: str = "time per decode step (C
 
 
 def _ordered_modes(modes) -> list:
-    from .explore import MODE_ORDER
+    from .modes import ORDER
 
     modes = list(dict.fromkeys(modes))
-    return sorted(modes, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
+    return sorted(modes, key=lambda m: (ORDER.index(m) if m in ORDER else len(ORDER), m))
 
 
 def plot_recorded_bytes(df: pd.DataFrame, title: str = "recorded CUDA bytes per decode step (H200)"):
