@@ -19,8 +19,8 @@ CONTEXT = 1024
 
 def measure() -> dict:
     import vlmdecode
-    from vlmdecode.cli import ensure_fixture
     from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
+    from vlmdecode.fixture.cache import ensure_fixture
     from vlmdecode.profiling import prompt_ids
 
     d = ensure_fixture("gemma3-1b", "gqa", "fp16", layout="fused-cuda")

@@ -20,10 +20,10 @@ import onnxruntime
 
 import vlmdecode
 from vlmdecode.bench import copy_bandwidth, nodes_per_step
-from vlmdecode.cli import ensure_fixture
 from vlmdecode.costmodel import decoder_weight_bytes, kv_read_bytes
 from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
 from vlmdecode.fixture import load_fixture_config
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.profiling import prompt_ids, provenance
 from vlmdecode.sessions import make_session
 

@@ -26,4 +26,4 @@ def build(folder, device: Device, mode: str, *, max_length: int | None = None, t
     if options:
         raise ValueError(f"options {sorted(options)} are for CUDA decoders; device is cpu")
     folder.require_cpu_support()
-    return CpuDecoder(folder, make_session(folder.decoder.path, device, threads=threads), max_length=max_length)
+    return CpuDecoder(folder, make_session(folder.decoder, device, threads=threads), max_length=max_length)

@@ -72,5 +72,5 @@ def build(folder: ModelFolder, device: Device, mode: str, *, max_length: int | N
 
     if options:
         raise ValueError(f"options {sorted(options)} do not apply to mode 'naive'")
-    return NaiveDecoder(folder, make_session(folder.decoder.path, device, threads=threads), device,
+    return NaiveDecoder(folder, make_session(folder.decoder, device, threads=threads), device,
                         max_length=max_length)
