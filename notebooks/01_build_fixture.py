@@ -28,7 +28,7 @@ import pandas as pd
 
 import vlmdecode
 from vlmdecode import plots
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.explore import parity, tables
 from vlmdecode.processor import demo_image
 

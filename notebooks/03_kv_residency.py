@@ -30,7 +30,7 @@ import pandas as pd
 from IPython.display import display
 
 from vlmdecode import plots
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.explore import residency, results
 
 CONTEXTS = [8, 32, 64, 128, 200]

@@ -92,11 +92,11 @@ def kernel_tests():
 
 def parity(pipe, x, steps, reference=None, ids=None, feats=None):
     """Native greedy tokens vs onnxruntime eager (the native decoder's own prefill session) teacher-forced."""
-    from vlmdecode.sampling import SamplingParams
+    from vlmdecode.sampling import Sampler, SamplingParams
 
     dec = pipe.decoder
     toks, nlog = [], []
-    for tok in dec.generate(x, steps, SamplingParams()):
+    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
         toks.append(tok)
         nlog.append(dec.logits.get().astype(np.float64) if len(toks) > 1 else None)
     ortd = dec.ort
@@ -179,7 +179,7 @@ def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5):
     import cupy
 
     import vlmdecode
-    from vlmdecode import bench
+    from vlmdecode import bench, costmodel
     from vlmdecode.modelfolder import ModelFolder
     from vlmdecode.profiling import prompt_ids
 
@@ -190,7 +190,7 @@ def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5):
     out0 = {"shapes": str(dec.shapes)}
     folder = ModelFolder.load(_gemma["folder"])
     bw = bench.copy_bandwidth()
-    weight, kv = bench.decoder_weight_bytes(folder), bench.kv_read_bytes(folder, CONTEXT)
+    weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, CONTEXT)
     out = {"context": CONTEXT, "kv_capacity": CAPACITY, "copy_bandwidth_tb_s": bw / 1e12, "weight_bytes": weight,
            "kv_bytes": kv, "floor_ms": (weight + kv) / bw * 1e3, "kernels_per_step": dec.kernels_per_step(), **out0}
     if shapes is not None:  # the tuned shapes must give the same tokens as onnxruntime

@@ -31,7 +31,7 @@ from vlmdecode.fixture import build_fixture, preset  # noqa: E402
 from vlmdecode.native import kernels as K  # noqa: E402
 from vlmdecode.native.plan import PlanError  # noqa: E402
 from vlmdecode.processor import demo_image  # noqa: E402
-from vlmdecode.sampling import SamplingParams  # noqa: E402
+from vlmdecode.sampling import Sampler, SamplingParams  # noqa: E402
 
 PROMPT = "Describe the image."
 STEPS = 200
@@ -236,6 +236,17 @@ def test_advance_given_and_table():
     assert np.array_equal(x.get(), table.get()[5])
     assert ring.get().tolist() == [-7, 5, -7] and int(n.get()[0]) == 5  # slot n % 3
     assert int(pos.get()[0]) == 10 and int(t.get()[0]) == 11
+    given[0] = -1  # a bad row's draw (sample_unchecked): the ring says so, nothing else moves
+    K.advance(fns, None, None, 0, table=table, hidden=H, x_out=x, ring=ring, n_dev=n, pos=pos, t_dev=t, given=given)()
+    assert ring.get().tolist() == [-7, 5, -1] and int(t.get()[0]) == 11
+    part_v = cupy.asarray([-np.inf, -np.inf, -np.inf], cupy.float32)  # every logit -inf: nothing to pick
+    part_i = cupy.asarray([3, 1, 2], cupy.int64)
+    K.advance(fns, part_v, part_i, 3, table=table, hidden=H, x_out=x, ring=ring, n_dev=n, pos=pos, t_dev=t)()
+    assert ring.get().tolist() == [-1, 5, -1] and int(t.get()[0]) == 11
+    part_v[1] = 2.0
+    part_v[2] = 2.0
+    K.advance(fns, part_v, part_i, 3, table=table, hidden=H, x_out=x, ring=ring, n_dev=n, pos=pos, t_dev=t)()
+    assert ring.get().tolist() == [-1, 1, -1] and int(t.get()[0]) == 12  # equal maxima: the smaller index
 
 
 # ---- the decoder --------------------------------------------------------------------------------
@@ -258,7 +269,7 @@ def _native_run(pipe, x, steps, params=None):
     """Tokens and the logits each token after the first was picked from (the decoder's logits buffer)."""
     dec = pipe.decoder
     toks, logits = [], []
-    for tok in dec.generate(x, steps, params or SamplingParams()):
+    for tok in dec.generate(x, steps, Sampler(params or SamplingParams())):
         toks.append(tok)
         logits.append(dec.logits.get().astype(np.float64) if len(toks) > 1 else None)
     return toks, logits

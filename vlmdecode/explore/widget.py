@@ -23,7 +23,7 @@ from ..plots import plot_step_times
 
 def fixture_pipes(root):
     """make_pipe(preset, device, mode) for `explorer`: tiny fixtures under `root` (fp32 on CPU, fp16 on CUDA)."""
-    from ..cli import ensure_fixture
+    from ..fixture.cache import ensure_fixture
 
     cache = {}
 
@@ -96,7 +96,7 @@ def summary_stats(values) -> dict:
 
 def live_step_times(root, max_new_tokens: int = 48, prompt: str = "Describe the image.") -> pd.DataFrame:
     """Per-step milliseconds of one generation per mode available here (cpu resident; cuda modes with a GPU)."""
-    from ..cli import ensure_fixture
+    from ..fixture.cache import ensure_fixture
     from ..processor import demo_image
 
     runs = [("cpu", "resident", "fp32")]

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decoders.buffers import allocate
+from ..buffers import allocate, host_array
+from ..decoders.base import Decoder, DecoderError, check_max_length
 from ..decoders.cuda import CudaDecoder, argmax_blocks, device_kernels
 from ..modelfolder import ModelFolder
-from ..sampling import NonFiniteLogitsError, Sampler, SamplingParams, sample
+from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
 from . import kernels as K
 from .plan import DecoderPlan, PlanError
 
@@ -68,8 +69,9 @@ def check_plan(plan: DecoderPlan, max_length: int) -> None:
         raise PlanError(f"{plan.source}: {plan.num_heads} query heads do not group over {plan.num_kv_heads} KV heads")
 
 
-class NativeDecoder:
-    """`vlmdecode.load(dir, "cuda", mode="native")`'s decoder: generate() yields token ids (device loop)."""
+class NativeDecoder(Decoder):
+    """`vlmdecode.load(dir, "cuda", mode="native")`'s decoder (the `decoders.base` contract): generate() is the
+    device loop; prefill() is onnxruntime's; step() is one host-fed native step (the body graph)."""
 
     mode = "native"
 
@@ -81,15 +83,19 @@ class NativeDecoder:
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         plan = folder_plan(folder) if plan is None else plan
-        check_plan(plan, max_length or folder.max_length)
+        check_plan(plan, check_max_length(folder, max_length))
         if folder.info.kv_layout != "shared":
             raise PlanError(f"{folder.decoder.path.name}: the native step needs the fixed-capacity KV of "
                             "GroupQueryAttention (attention 'gqa'); this decoder's KV grows by Concat")
         self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
-        self.plan, self.folder, self.device = plan, folder, self.ort.device
-        self.stream, self.stream_ptr, self.transfers = self.ort.stream, self.ort.stream_ptr, self.ort.transfers
-        self.max_length, self.vocab, self.sync_every = self.ort.max_length, plan.vocab, sync_every
+        super().__init__(folder, self.ort.device, self.ort.transfers, self.ort.max_length)
+        self.plan, self.kv = plan, self.ort.kv
+        self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
+        self.sync_every = sync_every
         self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
+        self.ring_host = host_array(sync_every, np.int64, self.device)
+        # the device loop's decode step moves no input bytes; each token's id comes back (8 bytes, k at a time)
+        self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
         with self.stream:
             self._upload(plan)
         self.rebuild(shapes or K.Shapes())
@@ -198,10 +204,6 @@ class NativeDecoder:
         self.advance_prefill = K.advance(fns, self.part_v, self.part_i, self._prefill_parts, **common)
 
     # ---- counters and generation lifetime ----------------------------------------------------------
-    @property
-    def position(self) -> int:
-        return self.ort.position
-
     def kernels_per_step(self, greedy: bool = True) -> int:
         return len(self.body) + (1 if greedy else 0)
 
@@ -210,10 +212,7 @@ class NativeDecoder:
                 "uncaptured_steps": self.uncaptured_steps, "generations": self.generations}
 
     def begin_generation(self) -> None:
-        self.generations += 1
-
-    def end_generation(self) -> None:
-        """Nothing to release: the graphs live as long as the decoder (every buffer they touch is its own)."""
+        self.generations += 1  # nothing to release at the end: the graphs live as long as the decoder
 
     # ---- the step ----------------------------------------------------------------------------------
     def enqueue_step(self, greedy: bool) -> None:
@@ -239,65 +238,96 @@ class NativeDecoder:
     def replay(self, greedy: bool) -> None:
         self.graph(greedy).launch(self.stream)
         self.replayed += 1
-        self.ort.kv.position += 1
+        self.kv.advance(1)
 
-    def _start(self, x, sampler: Sampler | None) -> int:
-        """Prefill through onnxruntime, then pick the first token from its last row on the device."""
-        logits, S = self.ort.prefill_on_device(x)
-        self.n_dev.fill(0)
-        self.t_dev.fill(S)
-        row = logits.array.reshape(-1)[(S - 1) * self.vocab: S * self.vocab]
-        self._pick(row, sampler, prefill=True)
-        return S
+    # ---- the contract's host-fed entry points ------------------------------------------------------
+    def prefill(self, x, reuse: bool = False) -> np.ndarray:
+        """onnxruntime's prefill into the shared KV buffers (module docstring); last position's logits."""
+        return self.ort.prefill(x, reuse)
 
-    def _pick(self, row, sampler: Sampler | None, prefill: bool = False) -> None:
-        if sampler is not None:
-            self.given[...] = sample(row[None], sampler.params, sampler.uniform(1, self.cp))
+    def step(self, x, reuse: bool = False) -> np.ndarray:
+        """One native step fed from the host (x: [1,1,H] embedding or [[id]]): the body graph, logits [V]."""
+        t = self.kv.position
+        if t >= self.max_length:
+            raise DecoderError(f"KV cache full: position {t} reached max_length={self.max_length}")
+        self.transfers.begin()
+        try:
+            with self.stream:
+                if self.info.drive == "ids":
+                    self.x_in[...] = self.table[int(np.asarray(x).reshape(-1)[0])]
+                else:
+                    self.x_in.set(np.ascontiguousarray(np.asarray(x, np.float16).reshape(-1)), stream=self.stream)
+                    self.transfers.note("h2d", self.x_in.nbytes, "embeds")
+                self.pos.set(np.array([t], np.int64), stream=self.stream)
+                self.transfers.note("h2d", 8, "position")
+                self.replay(False)
+                out = self.logits.get(stream=self.stream)
+                self.transfers.note("d2h", self.logits.nbytes, "logits")
+        finally:
+            self.transfers.end()
+        return out if reuse else out.astype(np.float32)
+
+    # ---- the device loop ---------------------------------------------------------------------------
+    def _pick(self, row, sampler: Sampler, step: int, prefill: bool = False) -> None:
+        """The token of logits `row` [V] on the device: a Philox draw (sample_unchecked; -1 for a bad row) or
+        the greedy argmax (the head kernel's partials, or device mode's argmax over the prefill row)."""
+        if sampler.params.do_sample:
+            self.given[...] = sample_unchecked(row[None], sampler.params, sampler.uniform(step, 1, self.cp))
             self.advance_given()
         elif prefill:
-            self._prefill_partial((self._prefill_parts,), (256,),
-                                  (row, np.int32(self.vocab), self.part_v, self.part_i))
+            self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i))
             self.advance_prefill()
         else:
             self.advance_greedy()
 
-    def generate(self, x, max_new_tokens: int, params: SamplingParams, pipeline=None):
-        """Yield token ids; everything but the ids stays on the GPU (the device loop of `decoders.cuda`)."""
-        sampler = Sampler(params) if params.do_sample else None
-        greedy, k = sampler is None, self.sync_every
-        self.begin_generation()
-        try:
+    def _start(self, x, sampler: Sampler) -> int:
+        """Prefill through onnxruntime, then pick the first token from its last row on the device."""
+        logits, S = self.ort.prefill_on_device(x)
+        self.n_dev.fill(0)
+        self.t_dev.fill(S)
+        self._pick(logits.array.reshape(-1)[(S - 1) * self.vocab: S * self.vocab], sampler, 0, prefill=True)
+        return S
+
+    def generate(self, x, max_new_tokens: int, sampler: Sampler):
+        """Token ids (decoders.base contract); everything but the ids stays on the GPU: greedy replays the step
+        with advance captured, sampling replays the body and draws with CuPy. The host reads the id ring
+        every `sync_every` tokens (the only sync)."""
+        greedy, k, tr = not sampler.params.do_sample, self.sync_every, self.transfers
+        with self.generation():
+            tr.steps.clear()
             with self.stream:
-                self.transfers.begin(0)
+                tr.begin()
                 self._start(x, sampler)
-                pending, done = 1, 0
-                while True:
-                    if pending == k or done + pending == max_new_tokens:
-                        ids = self.transfers.download(self.ring, "token", count=pending)
-                        for i, tok in enumerate(ids.tolist()):
-                            if tok < 0:
-                                raise NonFiniteLogitsError(f"step {done + i}: logits hold NaN or +inf", done + i, (0,))
-                            self.transfers.end()
-                            yield tok
-                            if done + i + 1 < max_new_tokens:
-                                self.transfers.begin(done + i + 1)
-                        done += pending
-                        pending = 0
-                        if done == max_new_tokens:
-                            return
+                tr.note("d2h", 8, "token")
+                tr.end()
+            pending, done = 1, 0
+            while True:
+                if pending == k or done + pending == max_new_tokens:
+                    with self.stream:
+                        ids = self.ring.copy_to_host(pending, 0, self.ring_host[:pending]).tolist()  # the sync
+                    for i, tok in enumerate(ids):
+                        if tok < 0:
+                            raise NonFiniteLogitsError(
+                                f"non-finite logits at step {done + i}: NaN or +inf, or every logit -inf", done + i,
+                                (0,))
+                        yield tok
+                    done, pending = done + pending, 0
+                    if done == max_new_tokens:
+                        return
+                with self.stream:
                     self.replay(greedy)
                     if not greedy:
-                        self._pick(self.logits, sampler)
-                    pending += 1
-        finally:
-            self.transfers.end()
-            self.end_generation()
+                        self._pick(self.logits, sampler, done + pending)
+                tr.add(self.step_bytes)
+                pending += 1
 
     # ---- measurement -------------------------------------------------------------------------------
     def prepare_timing(self, x) -> int:
-        """Prefill x and pick the first token, leaving the decoder mid-generation for the timing helpers."""
+        """Prefill x and pick the first token (greedy), leaving the decoder mid-sequence for the timing helpers."""
+        from ..sampling import SamplingParams
+
         with self.stream:
-            S = self._start(x, None)
+            S = self._start(x, Sampler(SamplingParams()))
         self.stream.synchronize()
         return S
 
@@ -336,3 +366,11 @@ class NativeDecoder:
         return [{"kernel": b.name, "ms": float(np.median(t)), "bytes": b.nbytes,
                  "tb_per_s": b.nbytes / (np.median(t) * 1e-3) / 1e12}
                 for b, t in zip(self.body, times)]
+
+
+def build(folder: ModelFolder, device, mode: str = "native", *, max_length: int | None = None, threads: int = 0,
+          **options) -> NativeDecoder:
+    """modes factory for "native"; options: NativeDecoder's keywords (sync_every, plan, shapes)."""
+    if mode != "native":
+        raise ValueError(f"vlmdecode.native.decoder builds mode 'native', not {mode!r}")
+    return NativeDecoder(folder, device, max_length=max_length, **options)

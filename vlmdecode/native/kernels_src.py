@@ -382,7 +382,8 @@ __global__ void __launch_bounds__(256) attention(
 }
 
 // One block of 1024 threads. The token: argmax over nparts (max, first index) partials, or given[0].
-// Non-finite (a NaN partial) -> ring gets -1 and nothing else is written.
+// Nothing to pick (a NaN partial: NaN/+inf logits; or every logit -inf; or given -1) -> ring gets -1 and
+// nothing else is written (sampling.check_finite's rule, as device mode).
 extern "C" __global__ void __launch_bounds__(1024) advance(
     const float* part_v, const long long* part_i, const int nparts, const long long* given,
     const __half* table, const int H, __half* x_out,  // [V, H] rows -> the step's input [H]
@@ -407,7 +408,7 @@ extern "C" __global__ void __launch_bounds__(1024) advance(
             }
             __syncthreads();
         }
-        if (tid == 0) tok = (v[0] != v[0]) ? -1 : idx[0];
+        if (tid == 0) tok = (v[0] != v[0] || v[0] == -INF_F) ? -1 : idx[0];  // NaN/+inf, or every logit -inf
     } else if (tid == 0) {
         tok = given[0];
     }
