@@ -26,7 +26,7 @@ import numpy as np
 
 from . import modes
 from .costmodel import decoder_weight_bytes, floor_ms
-from .profiling import prompt_ids, provenance
+from .profiling import fixture_hash, prompt_ids, provenance
 
 CUDA_MODES = modes.on("cuda")  # every scenario the bench runs, pipeline modes and comparisons (vlmdecode.modes)
 CPU_MODES = modes.on("cpu")
@@ -239,6 +239,7 @@ def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
     folder = ModelFolder.load(folder_dir)
     weight_bytes = decoder_weight_bytes(folder) if dev.is_cuda else 0
     key = f"{name}/{layout}"
+    prov.setdefault("fixtures", {})[key] = fixture_hash(folder_dir)  # what was measured, by content
     scenarios, loaded = [], {}
     bar = tqdm(total=len(want) * len(ctxs) * (plan.repeats + 1), desc=f"bench {key} {dev}", unit="run",
                disable=not plan.progress)

@@ -18,14 +18,31 @@ from pathlib import Path
 import numpy as np
 
 
-def provenance() -> dict:
-    """GPU, driver, CUDA, onnxruntime, onnxruntime-genai and package versions, git sha, date."""
+def fixture_hash(folder) -> str | None:
+    """The `content_sha256` a fixture folder's fixture.json records (it hashes every file of the folder);
+    None for a folder that is not a fixture (e.g. a real exported model)."""
+    from .fixture.build import FIXTURE_JSON
+
+    try:
+        return json.loads((Path(folder) / FIXTURE_JSON).read_text()).get("content_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def provenance(folders: dict | None = None) -> dict:
+    """GPU, driver, CUDA, onnxruntime, onnxruntime-genai and package versions, git sha, date, the command
+    line, and for each model folder in `folders` (label -> path) its fixture hash (`fixture_hash`)."""
+    import shlex
+    import sys
+
     import onnxruntime
 
     import vlmdecode
 
     info = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
+        "fixtures": {k: fixture_hash(v) for k, v in (folders or {}).items()},
         "vlmdecode": vlmdecode.__version__,
         "onnxruntime": onnxruntime.__version__,
         "onnxruntime_providers": onnxruntime.get_available_providers(),
