@@ -114,6 +114,30 @@ def profile_generation(pipe, context: int, new_tokens: int, seed: int = 0):
     return df
 
 
+def node_times(profile_json, by: str = "role"):
+    """An onnxruntime profile (session.end_profiling()'s file) as kernel counts and time per run, grouped by
+    node "role" (`fixture.onnxgraph.node_role`: `attn/qkv_proj`, `mlp/down_proj`, ... all layers together),
+    "op" (op type) or "node" (full name). DataFrame indexed by group: nodes_per_run, us_per_run; most time first."""
+    import pandas as pd
+
+    from .fixture.onnxgraph import node_role
+
+    if by not in ("role", "op", "node"):
+        raise ValueError(f"by must be 'role', 'op' or 'node', got {by!r}")
+    events = json.loads(Path(profile_json).read_text())
+    runs = max(sum(e.get("name") == "model_run" for e in events), 1)
+    rows = []
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("cat") == "Node" and name.endswith("_kernel_time"):
+            node = name[: -len("_kernel_time")]
+            group = {"role": node_role(node), "op": e.get("args", {}).get("op_name", "?"), "node": node}[by]
+            rows.append((group, e.get("dur", 0)))
+    t = pd.DataFrame(rows, columns=[by, "us"]).groupby(by)["us"].agg(["count", "sum"])
+    t = pd.DataFrame({"nodes_per_run": t["count"] / runs, "us_per_run": t["sum"] / runs})
+    return t.sort_values("us_per_run", ascending=False)
+
+
 def write_json(path, obj) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(obj, indent=2, default=str) + "\n")
