@@ -12,12 +12,14 @@
     detokenizer: StreamDecoder(token) -> text pieces
 
 Whether the decoder takes inputs_embeds or input_ids comes from its declared inputs (modelfolder).
+The prompt path (vision -> embedding -> the decoder's prefill buffer, device-resident on CUDA) is
+prompt_path's; `GenerationResult.ttft_breakdown` gives time to first token by phase.
 Not here: the decoders' binding details (decoders/), benchmarks (bench), plotting (plots).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -27,6 +29,7 @@ from .devices import Device, parse_device
 from .embedtable import embedding_table
 from .modelfolder import ModelFolder
 from .processor import Processor
+from .prompt_path import PhaseTimer, PromptPath
 from .sampling import Sampler, SamplingParams
 from .sessions import make_session
 from .transfers import Transfers
@@ -59,6 +62,8 @@ class GenerationResult:
     mode: str
     device: str
     counters: dict = field(default_factory=dict)
+    # seconds by phase: processor, vision, embedding, prefill, first_pick (prompt_path.PhaseTimer)
+    ttft_breakdown: dict = field(default_factory=dict)
 
     @property
     def decode_seconds(self) -> list:
@@ -80,8 +85,10 @@ class Pipeline:
         self.vision, self.embedding = vision, embedding
         self.decoder = decoder
         self.transfers: Transfers = decoder.transfers
-        self.vision_runs = 0
-        self._features: dict[str, np.ndarray] = {}
+        self.prompt = PromptPath(folder, vision, embedding, decoder)
+        self.timer = PhaseTimer(decoder.stream if device.is_cuda else None)
+        self.last_ttft_breakdown: dict[str, float] = {}  # of the latest generation, set before its first yield
+        self._prompt_len = 0
         self.dtype = np.dtype(folder.info.dtype)
         self._table = None  # embedtable rows, built on the first decode step
         if folder.embedding is not None:
@@ -89,18 +96,21 @@ class Pipeline:
             self._empty_features = np.zeros([0 if isinstance(d, str) else d for d in shape], self.dtype)
 
     # ---- prompt path -------------------------------------------------------------------------
-    def image_features(self, image) -> np.ndarray:
-        """pixel_values -> image_features, once per distinct image (counted in `vision_runs`)."""
+    @property
+    def vision_runs(self) -> int:
+        """Vision runs so far: one per distinct image (prompt_path caches the features)."""
+        return self.prompt.vision_runs
+
+    def pixel_values(self, image) -> np.ndarray:
         if self.folder.vision is None:
             raise ValueError(f"{self.folder.root} has no vision component; pass image=None")
         self._need_processor()
-        px = self.processor.preprocess([image], dtype=self.dtype)
-        key = hashlib.sha256(px.tobytes()).hexdigest()
-        if key not in self._features:
-            v = self.folder.vision
-            self._features[key] = self.vision.run([v.outputs["image_features"]], {v.inputs["pixel_values"]: px})[0]
-            self.vision_runs += 1
-        return self._features[key]
+        return self.processor.preprocess([image], dtype=self.dtype)
+
+    def image_features(self, image):
+        """image -> image_features [n, H], once per distinct image, on the decoder's device (numpy on
+        cpu, CuPy on cuda)."""
+        return self.prompt.image_features(self.pixel_values(image))
 
     def embed(self, input_ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
         """input_ids [1,S] (+ image_features) -> inputs_embeds [1,S,H] on the host."""
@@ -141,18 +151,38 @@ class Pipeline:
             )
 
     def prepare(self, prompt: str, image=None, chat_template: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """(input_ids [1,S], first decoder input: inputs_embeds [1,S,H] or input_ids)."""
+        """(input_ids [1,S], first decoder input on the host: inputs_embeds [1,S,H] or input_ids), for
+        inspection and generate_from_embeds; generation itself keeps the prompt on the device (_stage)."""
+        ids, feats = self._encode(prompt, image, chat_template)
+        if self.folder.info.drive == "ids":
+            return ids, ids
+        if feats is not None and not isinstance(feats, np.ndarray):
+            feats = feats.get()  # CuPy -> host, for the host embedding below
+        return ids, self.embed(ids, feats)
+
+    def _encode(self, prompt: str, image, chat_template: bool):
+        """(input_ids [1,S], image features or None); marks the processor and vision phases."""
         self._need_processor()
         ids = self.processor.encode_prompt(prompt, 1 if image is not None else 0, chat_template)
-        feats = None if image is None else self.image_features(image)
+        px = None if image is None else self.pixel_values(image)
+        if px is not None and self.folder.info.drive == "ids":
+            raise ValueError("this decoder takes input_ids (a text model): it cannot take an image")
+        self.timer.mark("processor")
+        feats = None if px is None else self.prompt.image_features(px)
+        if px is not None:
+            self.timer.mark("vision")
         if self.folder.image_token_id is not None:
             rows = 0 if feats is None else int(np.prod(feats.shape[:-1]))  # [T,H] or [I,n,H]
             self.processor.check_image_tokens(ids, rows)
+        return ids, feats
+
+    def _stage(self, ids: np.ndarray, feats=None):
+        """The decoder's first input: ids as they are, or Staged (embeddings written into its prefill buffer)."""
         if self.folder.info.drive == "ids":
-            if image is not None:
-                raise ValueError("this decoder takes input_ids (a text model): it cannot take an image")
-            return ids, ids
-        return ids, self.embed(ids, feats)
+            return ids
+        staged = self.prompt.embed(ids, feats)
+        self.timer.mark("embedding")
+        return staged
 
     # ---- generation ----------------------------------------------------------------------------
     def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, do_sample: bool = False,
@@ -160,10 +190,10 @@ class Pipeline:
                seed: int | None = None, stop=None, chat_template: bool = True):
         """Yield a StepRecord per generated token (see `generate` for the arguments)."""
         t0 = time.perf_counter()
-        ids, x = self.prepare(prompt, image, chat_template)
-        yield from self._generate(x, ids.shape[1], max_new_tokens, t0,
-                                  SamplingParams(do_sample=do_sample, temperature=temperature, top_k=top_k,
-                                                 top_p=top_p, min_p=min_p, seed=seed), stop)
+        params = SamplingParams(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
+                                min_p=min_p, seed=seed)
+        yield from self._generate(lambda: self._stage(*self._encode(prompt, image, chat_template)),
+                                  max_new_tokens, t0, params, stop)
 
     def generate(self, prompt: str, image=None, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Hugging Face-style generate: greedy by default; do_sample with temperature/top_k/top_p/min_p/seed.
@@ -171,10 +201,9 @@ class Pipeline:
         stop: token ids that end generation (default: the model's eos ids; () never stops).
         """
         t0 = time.perf_counter()
-        ids, x = self.prepare(prompt, image, kw.pop("chat_template", True))
-        stop = kw.pop("stop", None)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
-        return self._result(steps, ids.shape[1], t0)
+        chat_template, stop = kw.pop("chat_template", True), kw.pop("stop", None)
+        stage = lambda: self._stage(*self._encode(prompt, image, chat_template))  # noqa: E731
+        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)), t0)
 
     def generate_from_embeds(self, inputs_embeds: np.ndarray, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Decode from user-supplied inputs_embeds [1,S,H] (onnxruntime-genai cannot take these)."""
@@ -186,39 +215,68 @@ class Pipeline:
             raise ValueError(f"inputs_embeds must have shape [1, S>0, {H}], got {list(x.shape)}")
         t0 = time.perf_counter()
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x.astype(self.dtype), x.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
-        return self._result(steps, x.shape[1], t0)
+        x = x.astype(self.dtype)
+        return self._result(list(self._generate(lambda: x, max_new_tokens, t0, SamplingParams(**kw), stop)), t0)
 
     def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
-                          **kw) -> GenerationResult:
-        """Decode from token ids [1,S] already formatted (no chat template, no image)."""
+                          pixel_values: np.ndarray | None = None, **kw) -> GenerationResult:
+        """Decode from token ids [1,S] already formatted (no chat template). pixel_values: preprocessed
+        images [I,3,S,S] whose features replace the image soft tokens that `input_ids` holds."""
         ids = np.asarray(input_ids, dtype=np.int64).reshape(1, -1)
         t0 = _t0 if _t0 is not None else time.perf_counter()
-        x = ids if self.folder.info.drive == "ids" else self.embed(ids, None)
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
-        return self._result(steps, ids.shape[1], t0)
 
-    def _result(self, steps, prompt_len, t0) -> GenerationResult:
+        def stage():
+            feats = None
+            if pixel_values is not None:
+                if self.folder.vision is None or self.folder.info.drive == "ids":
+                    raise ValueError(f"{self.folder.root} has no vision component; pass pixel_values=None")
+                feats = self.prompt.image_features(np.asarray(pixel_values, dtype=self.dtype))
+                self.timer.mark("vision")
+            if self.folder.image_token_id is not None and self.folder.info.drive == "embeds":
+                n, rows = int((ids == self.folder.image_token_id).sum()), 0 if feats is None else feats.shape[0]
+                if n != rows:
+                    raise ValueError(f"input_ids hold {n} image soft tokens (id {self.folder.image_token_id}) but "
+                                     f"the image features have {rows} rows")
+            return self._stage(ids, feats)
+        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)), t0)
+
+    def _result(self, steps, t0) -> GenerationResult:
         tokens = [s.token for s in steps]
         return GenerationResult(
             tokens=tokens, text=self.processor.decode(tokens) if self.processor else "", steps=steps,
-            prompt_tokens=prompt_len, ttft_seconds=steps[0].seconds if steps else 0.0, mode=self.mode,
+            prompt_tokens=self._prompt_len, ttft_seconds=steps[0].seconds if steps else 0.0, mode=self.mode,
             device=str(self.device), counters=self.decoder.counters() if hasattr(self.decoder, "counters") else {},
+            ttft_breakdown=dict(self.last_ttft_breakdown),
         )
 
-    def _generate(self, x, prompt_len: int, max_new_tokens: int, t0: float, params: SamplingParams, stop):
+    def _generate(self, stage, max_new_tokens: int, t0: float, params: SamplingParams, stop):
+        """stage() -> the decoder's first input (prompt_path.Staged or a host array), run inside step 0 of the
+        byte records and the TTFT timer, on the decoder's stream."""
         if max_new_tokens <= 0:
             raise ValueError(f"max_new_tokens must be > 0, got {max_new_tokens}")
-        self._check_length(prompt_len, max_new_tokens)
+        self.timer.start(t0)
+        self.transfers.steps.clear()  # per-generation records; they would otherwise grow without bound
+        self.transfers.begin(0)  # the prompt's bytes (ids, pixel_values) are step 0's
+        try:
+            with self.decoder.stream if self.device.is_cuda else contextlib.nullcontext():
+                x = stage()
+            prompt_len = x.length if hasattr(x, "length") else x.shape[1]
+            self._check_length(prompt_len, max_new_tokens)
+        except BaseException:
+            self.transfers.end()
+            raise
+        self._prompt_len = prompt_len
         stop = set(self.folder.eos_token_ids if stop is None else stop)
         detok = self.processor.stream_decoder() if self.processor else None
         if getattr(self.decoder, "mode", None) == "device":
-            tokens = self.decoder.generate(x, max_new_tokens, params)
+            tokens = self.decoder.generate(x, max_new_tokens, params, timer=self.timer)
         else:
             tokens = self._host_loop(x, max_new_tokens, Sampler(params))
         last = t0
         for step, token in enumerate(tokens):
+            if step == 0:
+                self.last_ttft_breakdown = self.timer.breakdown()  # the first token is on the host
             now = time.perf_counter()
             b = self.transfers.steps[-1] if self.transfers.steps else None
             final = token in stop or step + 1 == max_new_tokens
@@ -231,14 +289,14 @@ class Pipeline:
                 break
 
     def _host_loop(self, x, max_new_tokens: int, sampler: Sampler):
-        """prefill, then decode_one_token until done; sampling on the host."""
+        """prefill, then decode_one_token until done; sampling on the host. Step 0's byte record is open."""
         self.decoder.begin_generation()
         try:
-            self.transfers.steps.clear()  # per-generation records; they would otherwise grow without bound
-            self.transfers.begin(0)
-            logits = self.decoder.prefill(x, reuse=True)  # [V] model dtype, overwritten by the next step
+            logits = self.decoder.prefill(x, reuse=True, timer=self.timer)  # [V] model dtype, reused next step
             for step in range(max_new_tokens):
                 token = self.decode_one_token(logits, sampler, step)
+                if step == 0:
+                    self.timer.mark("first_pick")
                 self.transfers.end()
                 yield token
                 if step + 1 == max_new_tokens:

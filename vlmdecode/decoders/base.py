@@ -24,6 +24,7 @@ import numpy as np
 from ..devices import Device
 from ..kvcache import ConcatKV, FixedKV
 from ..modelfolder import ModelFolder
+from ..prompt_path import PrefillBuffers, Staged
 from ..transfers import Transfers
 from .buffers import Buffer, allocate, host_array
 
@@ -78,6 +79,7 @@ class BoundDecoder:
         # host staging for the two int64 scalars a step writes, filled in place (no per-step allocation)
         self._pos_host = np.zeros(1, np.int64)
         self._one = np.ones(1, np.int64)
+        self.prefill_buffers = PrefillBuffers(self)  # the prompt's buffers, reused by every prefill
 
     # ---- binding ---------------------------------------------------------------------------
     def _bind_step(self, io) -> None:
@@ -103,9 +105,9 @@ class BoundDecoder:
         return self.kv.position
 
     def reset(self) -> None:
-        """Forget the sequence: position 0, mask cleared (one host write of the mask)."""
+        """Forget the sequence: position 0, mask cleared on the device (no host copy)."""
         self.kv.reset()
-        self.transfers.upload(self.mask, np.zeros(self.max_length, np.int64), "mask")
+        self.mask.fill(0)
 
     # ---- prefill ---------------------------------------------------------------------------
     def begin_generation(self) -> None:
@@ -114,47 +116,36 @@ class BoundDecoder:
     def end_generation(self) -> None:
         """Hook, called when a generation ends (also when it is abandoned)."""
 
-    def prefill(self, x, reuse: bool = False) -> np.ndarray:
-        """Run the prompt; return the last position's logits [V] on the host (reuse: see module docstring)."""
-        logits, S = self.prefill_on_device(x)
-        return self._read_logits(logits, offset=(S - 1) * self.vocab, reuse=reuse)
+    def prefill(self, x, reuse: bool = False, timer=None) -> np.ndarray:
+        """Run the prompt; return the last position's logits [V] on the host (reuse: see module docstring).
+        timer: a prompt_path.PhaseTimer, marked between the run and the logits read."""
+        logits, last = self.prefill_on_device(x)
+        if timer is not None:
+            timer.mark("prefill")
+        return self._read_logits(logits, offset=last, reuse=reuse)
 
     def prefill_on_device(self, x) -> tuple[Buffer, int]:
-        """Run the prompt (uncaptured). x: host array [1,S,H] / ids [1,S], or an OrtValue on the device.
+        """Run the prompt (uncaptured) over the reused prefill buffers (prompt_path.PrefillBuffers).
 
-        Returns the logits buffer [1,S,V] (left on the device) and S.
+        x: host array [1,S,H] / ids [1,S] (uploaded), an OrtValue on the device, or `Staged` (the
+        embedding model already wrote it into the prefill input buffer). Returns the logits buffer (left
+        on the device) and the element offset of the last position's row in it.
         """
-        self.reset()
-        S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
+        if isinstance(x, Staged):
+            S = x.length
+        else:
+            S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
         if S <= 0 or S >= self.max_length:
             raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}")
-        io = self.session.io_binding()
-        keep = []  # buffers bound by address must outlive the run
-        if isinstance(x, np.ndarray):
-            buf = allocate(x.shape, x.dtype, self.device)
-            self.transfers.upload(buf, x, "prompt")
-            buf.bind_input(io, self.name_x)
-            keep.append(buf)
-        else:
-            io.bind_ortvalue_input(self.name_x, x)
-        self.transfers.upload(self.mask, np.ones(S, np.int64), "mask")
-        self.mask.bind_input(io, self.name_mask, shape=(1, S))  # [1, current length] for the prompt
-        if self.name_pos:
-            pos = allocate((1, S), np.int64, self.device)
-            self.transfers.upload(pos, np.arange(S, dtype=np.int64), "position")
-            pos.bind_input(io, self.name_pos)
-            keep.append(pos)
-        logits = allocate((1, S, self.vocab), self.dtype, self.device)
-        logits.bind_output(io, self.name_logits)
-        self.kv.bind(io, self.past_names, self.present_names)
+        self.kv.reset()
+        io = self.prefill_buffers.bind(x, S)
         self.session.run_with_iobinding(io, self._run_options(-1))
         if isinstance(self.kv, ConcatKV):
             self.kv.take_presents(io.get_outputs(), 1)
         else:
             self.check_kv_outputs(io)
         self.kv.position = S
-        self._prefill_keep = keep
-        return logits, S
+        return self.prefill_buffers.logits, self.prefill_buffers.last_row(S)
 
     def check_kv_outputs(self, io) -> None:
         """Structural guard: every present output is our KV buffer, on our device (never host memory)."""

@@ -40,6 +40,11 @@ class Buffer:
     def bind_output(self, io, name: str, shape=None) -> None:
         io.bind_output(name, self.device.kind, self.device.index, self.dtype, list(shape or self.shape), self.ptr)
 
+    def fill(self, value, start: int = 0, stop: int | None = None) -> None:
+        """Set elements [start, stop) to `value` where the buffer lives (on CUDA a kernel on the current
+        stream): no host copy, so nothing for `Transfers` to count."""
+        self.array.reshape(-1)[start:stop] = value
+
     def copy_from_host(self, host: np.ndarray, offset: int = 0) -> None:
         """host (contiguous, same dtype) -> elements [offset, offset + host.size) of this buffer."""
         if self.device.is_cuda:

@@ -13,7 +13,7 @@ CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so k
 replays are ordered without host syncs; device mode also sets
 `disable_synchronize_execution_providers` and syncs only when it reads token ids (every
 `sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are
-checked in `check_mode` with errors that state the contract. Not here: the prompt path (pipeline).
+checked in `check_mode` with errors that state the contract. Not here: the prompt path (prompt_path).
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
@@ -263,9 +263,9 @@ class CudaDecoder(BoundDecoder):
         with self.stream:
             return self._read_logits(self.logits_step, reuse=reuse)
 
-    def prefill(self, x, reuse: bool = False) -> np.ndarray:
+    def prefill(self, x, reuse: bool = False, timer=None) -> np.ndarray:
         with self.stream:  # the logits download too: it must queue behind the prompt's run
-            return super().prefill(x, reuse)
+            return super().prefill(x, reuse, timer)
 
     def prefill_on_device(self, x):
         with self.stream:
@@ -345,8 +345,9 @@ class CudaDecoder(BoundDecoder):
         self._advance(ptr, slot, given)
         self._given = given  # keep alive until the kernel has run
 
-    def generate(self, x, max_new_tokens: int, params: SamplingParams, pipeline=None):
-        """Yield token ids; everything but the ids stays on the GPU."""
+    def generate(self, x, max_new_tokens: int, params: SamplingParams, timer=None):
+        """Yield token ids; everything but the ids stays on the GPU. Bytes land in the open Transfers
+        step (the pipeline opens step 0 before the prompt path); timer: a prompt_path.PhaseTimer."""
         if self.mode != "device":
             raise DecoderError("generate() on the device is mode 'device'; eager/graph sample on the host")
         sampler = Sampler(params) if params.do_sample else None
@@ -354,14 +355,17 @@ class CudaDecoder(BoundDecoder):
         self.begin_generation()
         try:
             with self.stream:
-                self.transfers.begin(0)
-                logits, S = self.prefill_on_device(x)
-                self.transfers.upload(self.t_dev, np.array([S], np.int64), "position")
-                self._pick(logits, (S - 1) * self.vocab, 0, sampler, 0)
+                logits, last = self.prefill_on_device(x)
+                if timer is not None:
+                    timer.mark("prefill")
+                self.transfers.upload(self.t_dev, np.array([self.kv.position], np.int64), "position")
+                self._pick(logits, last, 0, sampler, 0)
                 pending, done = 1, 0
                 while True:
                     if pending == k or done + pending == max_new_tokens:
                         ids = self.transfers.download(self.ring, "token", count=pending)
+                        if done == 0 and timer is not None:
+                            timer.mark("first_pick")
                         for i, tok in enumerate(ids.tolist()):
                             if tok < 0:
                                 raise NonFiniteLogitsError(
