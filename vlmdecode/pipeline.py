@@ -234,7 +234,8 @@ class Pipeline:
                 feats = self.prompt.image_features(np.asarray(pixel_values, dtype=self.dtype))
                 self.timer.mark("vision")
             if self.folder.image_token_id is not None and self.folder.info.drive == "embeds":
-                n, rows = int((ids == self.folder.image_token_id).sum()), 0 if feats is None else feats.shape[0]
+                n = int((ids == self.folder.image_token_id).sum())
+                rows = 0 if feats is None else int(np.prod(feats.shape[:-1]))
                 if n != rows:
                     raise ValueError(f"input_ids hold {n} image soft tokens (id {self.folder.image_token_id}) but "
                                      f"the image features have {rows} rows")

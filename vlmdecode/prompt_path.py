@@ -25,6 +25,7 @@ Not here: the decode loop (pipeline, decoders), tokenization and image preproces
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from dataclasses import dataclass
@@ -140,18 +141,28 @@ class PromptPath:
         self._vision_io = vision.io_binding() if vision is not None else None
         self._embed_io = embedding.io_binding() if embedding is not None else None
         self._keep = None
+        # every copy and kernel of the prompt path queues on the decoder's stream (cpu: no stream)
+        self.on_stream = (lambda: decoder.stream) if self.device.is_cuda else contextlib.nullcontext
         if embedding is not None:
             e = folder.embedding
             dtype, shape = e.signature.inputs[e.inputs["image_features"]]
-            self._no_features = allocate([0 if isinstance(s, str) else s for s in shape], dtype, self.device).array
+            with self.on_stream():
+                self._no_features = allocate([0 if isinstance(s, str) else s for s in shape], dtype,
+                                             self.device).array
 
     def image_features(self, pixel_values: np.ndarray):
         """image_features of preprocessed pixels, computed once per distinct image and kept on the device."""
-        v = self.folder.vision
         px = np.ascontiguousarray(pixel_values)
         key = hashlib.sha256(f"{px.shape}{px.dtype}".encode() + px.tobytes()).hexdigest()
         if key in self.features:
             return self.features[key]
+        with self.on_stream():
+            self.features[key] = self._vision(px)
+        self.vision_runs += 1
+        return self.features[key]
+
+    def _vision(self, px: np.ndarray):
+        v = self.folder.vision
         buf = self._pixels.get((px.shape, px.dtype.str))
         if buf is None:
             buf = self._pixels[(px.shape, px.dtype.str)] = allocate(px.shape, px.dtype, self.device)
@@ -160,17 +171,18 @@ class PromptPath:
         buf.bind_input(io, v.inputs["pixel_values"])
         io.bind_output(v.outputs["image_features"], self.device.kind, self.device.index)  # onnxruntime allocates
         self.vision.run_with_iobinding(io, self._ro)
-        self.features[key] = _as_array(io.get_outputs()[0], v.signature.outputs[v.outputs["image_features"]][0],
-                                       self.device)
-        self.vision_runs += 1
-        return self.features[key]
+        return _as_array(io.get_outputs()[0], v.signature.outputs[v.outputs["image_features"]][0], self.device)
 
     def embed(self, input_ids: np.ndarray, features=None) -> Staged:
         """input_ids [1,S] (+ features) -> inputs_embeds [1,S,H] written into the prefill input buffer."""
-        e, b = self.folder.embedding, self.buffers
         S = int(input_ids.shape[1])
-        if not 0 < S <= b.ids.shape[1]:
-            raise ValueError(f"prompt of {S} tokens: must be between 1 and max_length={b.ids.shape[1]}")
+        if not 0 < S <= self.buffers.ids.shape[1]:
+            raise ValueError(f"prompt of {S} tokens: must be between 1 and max_length={self.buffers.ids.shape[1]}")
+        with self.on_stream():
+            return self._embed(input_ids, features, S)
+
+    def _embed(self, input_ids, features, S: int) -> Staged:
+        e, b = self.folder.embedding, self.buffers
         self.transfers.upload(b.ids, input_ids, "ids")
         io = self._embed_io
         b.ids.bind_input(io, e.inputs["input_ids"], shape=(1, S))
