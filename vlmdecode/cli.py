@@ -109,11 +109,25 @@ def cmd_bench(args) -> int:
         table = bench.compare(args.base, args.new, noise_csv=args.noise)
         print(table.to_string(index=False))
         return 1 if table["regression"].any() else 0
+    if args.ttft:
+        from . import ttft
+
+        rows = ttft.run_ttft(presets=args.presets, devices=args.devices, modes=args.modes, contexts=args.contexts,
+                             repeats=args.repeats, peer=not args.no_peer, out_dir=args.out, root=cache_dir(),
+                             layouts=args.layouts, tag=args.tag if args.tag != "bench" else "ttft")
+        print(rows.to_string(index=False))
+        return 0
     rows = bench.run_matrix(presets=args.presets, devices=args.devices, modes=args.modes, contexts=args.contexts,
                             new_tokens=args.new_tokens, repeats=args.repeats, peer=not args.no_peer,
                             out_dir=args.out, root=cache_dir(), layouts=args.layouts, tag=args.tag)
     print(rows.to_string(index=False))
     return 0
+
+
+def ttft_modes() -> list:
+    from .ttft import CPU_MODES, CUDA_MODES
+
+    return list(dict.fromkeys(CPU_MODES + CUDA_MODES))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -157,7 +171,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--no-peer", action="store_true")
     r.add_argument("--layouts", nargs="+", default=["unfused"], help="decoder layouts to build and time")
-    r.add_argument("--tag", default="bench", help="results file stem: OUT/TAG.csv, OUT/TAG.json")
+    r.add_argument("--tag", default="bench", help="results file stem: OUT/TAG.csv, OUT/TAG.json (--ttft: ttft)")
+    r.add_argument("--ttft", action="store_true",
+                   help="time to first token by phase, text and image prompts, beside onnxruntime-genai "
+                        "(vlmdecode.ttft; modes: " + " ".join(ttft_modes()) + ")")
     r.add_argument("--out", default="data/results")
     c = bsub.add_parser("compare")
     c.add_argument("base")
