@@ -32,14 +32,20 @@ CONTEXTS = {"tiny": [128], "small": [256, 1024], "gemma3-1b": [1024]}
 IMAGE_TEXT_TOKENS = 16
 
 
-def image_prompt_ids(n_image_tokens: int, text_tokens: int = IMAGE_TEXT_TOKENS, seed: int = 0) -> np.ndarray:
-    """[1, n_image_tokens + 3 + text_tokens] int64: bos, the image block, then random byte tokens."""
+def image_prompt_ids(n_image_tokens: int, text_tokens: int = IMAGE_TEXT_TOKENS, seed: int = 0,
+                     processor=None) -> np.ndarray:
+    """[1, n_image_tokens + 3 + text_tokens] int64: bos, the image block (<start_of_image>, the soft tokens,
+    <end_of_image>), then random byte-token ids. Special ids: the fixture's, or `processor`'s (a real folder)."""
     from .fixture.config import BOS_ID, END_OF_IMAGE_ID, IMAGE_TOKEN_ID, START_OF_IMAGE_ID
     from .profiling import prompt_ids
 
+    bos, boi, img, eoi = BOS_ID, START_OF_IMAGE_ID, IMAGE_TOKEN_ID, END_OF_IMAGE_ID
+    if processor is not None:
+        tok, spec = processor.tokenizer, processor.spec
+        bos, img = processor.bos_token_id, spec.image_token_id
+        boi, eoi = tok.token_to_id(spec.boi_token), tok.token_to_id(spec.eoi_token)
     text = prompt_ids(text_tokens + 1, seed)[0, 1:]
-    head = [BOS_ID, START_OF_IMAGE_ID] + [IMAGE_TOKEN_ID] * n_image_tokens + [END_OF_IMAGE_ID]
-    return np.concatenate([np.array(head, np.int64), text])[None]
+    return np.concatenate([np.array([bos, boi] + [img] * n_image_tokens + [eoi], np.int64), text])[None]
 
 
 def _ours_once(pipe, ids, px):
@@ -100,41 +106,52 @@ def run_ttft(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, rep
 
 
 def _run_one(name, layout, device, modes, contexts, repeats, image, image_text_tokens, peer, root, rows, write):
-    import vlmdecode
-
     from .cli import ensure_fixture
     from .devices import parse_device
-    from .fixture import load_fixture_config
-    from .profiling import prompt_ids
 
     dev = parse_device(device)
     if layout == "fused-cuda" and not dev.is_cuda:
         return  # onnxruntime's CPU GroupQueryAttention has no q/k-norm inputs
     dtype = "fp16" if dev.is_cuda else "fp32"
-    folder_dir = Path(ensure_fixture(name, "gqa", dtype, None if root is None else Path(root), layout=layout))
-    cfg = load_fixture_config(folder_dir)
-    prompts = [("text", prompt_ids(c)) for c in (contexts or CONTEXTS.get(name, [128]))]
-    px = None
-    if image:
-        from .processor import Processor, demo_image
+    folder_dir = ensure_fixture(name, "gqa", dtype, None if root is None else Path(root), layout=layout)
+    run_folder(folder_dir, dev, modes, contexts or CONTEXTS.get(name, [128]), repeats, image, image_text_tokens,
+               peer, dict(preset=name, layout=layout, dtype=dtype), rows, write)
 
-        px = Processor.load(folder_dir).preprocess([demo_image(cfg.image_size)], dtype=np.dtype(cfg.np_dtype))
-        prompts.append(("image", image_prompt_ids(cfg.n_image_tokens, image_text_tokens)))
+
+def run_folder(folder_dir, device, modes, contexts, repeats, image=True, image_text_tokens=IMAGE_TEXT_TOKENS,
+               peer=True, base=None, rows=None, write=lambda: None) -> list:
+    """The scenarios of one model folder (a fixture or any folder genai and vlmdecode load) on one device,
+    appended to `rows` (returned); `write()` after every round. The image prompt needs processor_config.json."""
+    import vlmdecode
+
+    from .devices import parse_device
+    from .modelfolder import ModelFolder
+    from .processor import Processor, demo_image
+    from .profiling import prompt_ids
+
+    dev, folder_dir = parse_device(device), Path(folder_dir)
+    rows = [] if rows is None else rows
+    prompts = [("text", prompt_ids(c)) for c in contexts]
+    px, folder = None, ModelFolder.load(folder_dir)
+    if image and folder.vision is not None:
+        proc = Processor.load(folder_dir)
+        px = proc.preprocess([demo_image(proc.spec.size)], dtype=np.dtype(folder.info.dtype))
+        prompts.append(("image", image_prompt_ids(proc.spec.tokens_per_image, image_text_tokens, processor=proc)))
     capacity = max(ids.shape[1] for _, ids in prompts) + 8
     want = [m for m in (modes or (CUDA_MODES if dev.is_cuda else CPU_MODES)) if peer or not m.startswith("genai")]
     loaded, scenarios = {}, []
     for mode in want:
         for kind, ids in prompts:
-            base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, prompt=kind,
-                        prompt_tokens=int(ids.shape[1]), kv_capacity=capacity)
             if kind == "image" and mode == "tokenid-graph":
                 continue  # a text model
+            row0 = dict(**(base or {}), device=str(dev), mode=mode, prompt=kind, prompt_tokens=int(ids.shape[1]),
+                        kv_capacity=capacity)
             try:
                 once, error = _once(vlmdecode, folder_dir, dev, mode, loaded, capacity, ids,
                                     px if kind == "image" else None), None
             except Exception as e:  # noqa: BLE001 - a failed scenario is reported in its row, not fatal
                 once, error = None, f"{type(e).__name__}: {e}"[:300]
-            scenarios.append(dict(base=base, once=once, error=error, samples=[]))
+            scenarios.append(dict(base=row0, once=once, error=error, samples=[]))
     first = len(rows)
     for r in range(repeats):
         for sc in scenarios if r % 2 == 0 else scenarios[::-1]:
@@ -147,6 +164,7 @@ def _run_one(name, layout, device, modes, contexts, repeats, image, image_text_t
                                 else dict(error=sc["error"])), **sc["base"]) for sc in scenarios]
         write()
     loaded.clear()
+    return rows
 
 
 def _once(vlmdecode, folder_dir, dev, mode, loaded, capacity, ids, px):

@@ -142,8 +142,9 @@ class BoundDecoder:
         self.session.run_with_iobinding(io, self._run_options(-1))
         if isinstance(self.kv, ConcatKV):
             self.kv.take_presents(io.get_outputs(), 1)
-        else:
+        elif not self.prefill_buffers.checked:  # the KV bindings never change: checking once is enough
             self.check_kv_outputs(io)
+            self.prefill_buffers.checked = True
         self.kv.position = S
         return self.prefill_buffers.logits, self.prefill_buffers.last_row(S)
 
