@@ -48,3 +48,22 @@ def test_same_first_token_as_genai(result):
     assert (t["resident"] == t["genai"]).all()
     g = df[df["mode"] == "genai"]
     assert (g["prefill_ms"] > 0).all() and g["vision_ms"].isna().all()
+
+
+def test_table_and_plot(result):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from vlmdecode import plots
+    from vlmdecode.ttft import ttft_table
+
+    df, _ = result
+    t = ttft_table(df)
+    assert list(t.index.get_level_values("prompt")) == ["image", "text"]
+    if "genai" in t:
+        assert np.allclose(t["resident/genai"], t["resident"] / t["genai"])
+    fig = plots.plot_ttft_phases(df)
+    assert len(fig.axes) == 2 and all(ax.patches for ax in fig.axes)
+    empty = plots.plot_ttft_phases(df.iloc[0:0])
+    assert "not measured" in empty.axes[0].texts[0].get_text()
+    assert ttft_table(df.iloc[0:0]).empty

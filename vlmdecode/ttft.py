@@ -1,7 +1,9 @@
 """Time-to-first-token benchmark: by phase, ours and onnxruntime-genai's, text prompts and image prompts.
 
     run_ttft(presets, devices, modes, contexts, ...) -> DataFrame; writes OUT/TAG.csv + OUT/TAG.json
+    run_folder(folder, device, modes, contexts, ...) -> rows of one model folder (scripts/ttft_phases.py)
     image_prompt_ids(n_image_tokens, text_tokens)   -> the ids of an image prompt (Gemma 3's image block)
+    ttft_table(df)                                   -> TTFT by mode and the ratio to onnxruntime-genai
 
 Scenarios per preset/layout/device: every mode on a text prompt of each `context` (profiling.prompt_ids)
 and, where the folder has a vision model, on an image prompt: bos, <start_of_image>, n_image_tokens
@@ -183,3 +185,20 @@ def _once(vlmdecode, folder_dir, dev, mode, loaded, capacity, ids, px):
                                           max_length=capacity)
     return _ours_once(loaded[mode], ids, px)
 
+
+def ttft_table(df, peer: str = "genai-graph"):
+    """TTFT (ms) per (preset, layout, prompt) and mode, and each mode's ratio to `peer` in the same run
+    (CPU rows: to "genai" when `peer` is absent)."""
+    import pandas as pd
+
+    if not len(df) or "ttft_ms" not in df:
+        return pd.DataFrame()
+    d = df[df["ttft_ms"].notna()]
+    t = d.pivot_table(index=["preset", "layout", "device", "prompt", "prompt_tokens"], columns="mode",
+                      values="ttft_ms")
+    for ref in (peer, "genai"):
+        if ref in t:
+            for m in [c for c in t.columns if not str(c).startswith("genai") and not str(c).endswith("/genai")]:
+                t[f"{m}/{ref}"] = t[m] / t[ref]
+            break
+    return t
