@@ -162,3 +162,15 @@ def test_staged_prompt_bounds(folders):
     np.testing.assert_array_equal(pipe.decoder.prefill_buffers.x.array[0, :3],
                                   pipe.embed(np.array([[2, 20, 30]]), None)[0])
     assert pipe.decoder.prefill(staged).shape == (TINY.vocab_size,)
+
+
+def test_genai_runs_the_pruned_folder_to_the_same_tokens(folders, image):
+    from vlmdecode.peer import genai_available, genai_greedy
+
+    if not genai_available():
+        pytest.skip("onnxruntime-genai is not installed")
+    pipe = vlmdecode.load(folders["pruned"], "cpu")
+    ids, _ = pipe.prepare(PROMPT, image)
+    ours = pipe.generate(PROMPT, image=image, max_new_tokens=N, stop=()).tokens
+    peer = genai_greedy(folders["pruned"], ids, N, pixel_values=pipe.processor.preprocess([image]))
+    assert peer.tokens == ours and not peer.finished_early
