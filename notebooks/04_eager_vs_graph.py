@@ -29,15 +29,17 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from vlmdecode import explore, plots
+from vlmdecode import plots
+from vlmdecode.devices import gpu_available
+from vlmdecode.explore import results, widget
 from vlmdecode.processor import demo_image
 
 ROOT = Path(tempfile.mkdtemp())
 pd.set_option("display.width", 160)
 
 # %% tags=["nbval-ignore-output"]
-bench = explore.load_results()
-ok = explore.ok_results(bench)
+bench = results.load_results()
+ok = results.ok_results(bench)
 print(f"{len(bench)} recorded rows, {len(ok)} ran; errored modes:", sorted(set(bench["mode"]) - set(ok["mode"])))
 ok.pivot_table(index=["preset", "layout", "context"], columns="mode", values="per_token_ms").round(3)
 
@@ -50,7 +52,7 @@ plt.show()
 # how far from the bandwidth bound we are (the tiny preset is launch-bound: its floor is nanoseconds).
 
 # %% tags=["nbval-ignore-output"]
-explore.bench_ratios(bench).round(3)
+results.bench_ratios(bench).round(3)
 
 # %% [markdown]
 # ## Every mode on gemma3-1b, contexts 128 to 4096
@@ -58,8 +60,8 @@ explore.bench_ratios(bench).round(3)
 # modes and onnxruntime-genai, so per-token time is flat over context for every mode but naive.
 
 # %% tags=["nbval-ignore-output"]
-matrix = explore.load_results("h200_matrix_*.csv")
-display(explore.ok_results(matrix).pivot_table(index="context", columns="mode", values="per_token_ms").round(3))
+matrix = results.load_results("h200_matrix_*.csv")
+display(results.ok_results(matrix).pivot_table(index="context", columns="mode", values="per_token_ms").round(3))
 plots.plot_latency_by_mode(matrix, title="every mode, gemma3-1b fused-cuda (H200)")
 plt.show()
 
@@ -71,7 +73,7 @@ plt.show()
 # (`gemv` in that file) take 0.90 ms: onnxruntime's GEMV kernels by themselves sit 1.8x above the floor.
 
 # %% tags=["nbval-ignore-output"]
-profile = explore.profile_table()
+profile = results.profile_table()
 cols = ["preset", "layout", "nodes_per_step", "eager_step_device_ms", "graph_step_device_ms",
         "tokenid_graph_step_device_ms", "floor_ms"]
 profile[[c for c in cols if c in profile]].round(3)
@@ -82,7 +84,7 @@ profile[[c for c in cols if c in profile]].round(3)
 # the step time). `other` is attention (XQA), rotary with the KV append, and sequence lengths.
 
 # %% tags=["nbval-ignore-output"]
-explore.kernel_groups().round(3)
+results.kernel_groups().round(3)
 
 # %% [markdown]
 # The other term: N dependent tiny kernels (one 1152-element fp16 row each) in one replayed CUDA graph
@@ -90,7 +92,7 @@ explore.kernel_groups().round(3)
 # its bytes; a gemma3-1b fused-cuda step launches ~395 kernels (`h200_kernels.json`).
 
 # %% tags=["nbval-ignore-output"]
-floor = explore.launch_floor()
+floor = results.launch_floor()
 print(f"{floor.attrs['us_per_kernel']:.2f} us per kernel; 395 kernels >= {395 * floor.attrs['us_per_kernel']:.0f} us")
 floor.round(2)
 
@@ -101,7 +103,7 @@ floor.round(2)
 # first steps are onnxruntime's warm-up and capture runs.
 
 # %% tags=["nbval-ignore-output"]
-live = explore.live_step_times(ROOT, max_new_tokens=48)
+live = widget.live_step_times(ROOT, max_new_tokens=48)
 plots.plot_step_lines(live)
 plt.show()
 
@@ -109,7 +111,7 @@ plt.show()
 # With a GPU, the same benchmark matrix runs live here (tiny preset, side by side in one process).
 
 # %% tags=["nbval-ignore-output"]
-if explore.gpu_available():
+if gpu_available():
     from vlmdecode import bench
 
     live_bench = bench.run_matrix(presets=["tiny"], devices=["cuda"], new_tokens=32, repeats=3, out_dir=None,
@@ -126,5 +128,5 @@ else:
 # (Nothing runs until you press the button.)
 
 # %% tags=["nbval-ignore-output"]
-box = explore.explorer(explore.fixture_pipes(ROOT), presets=("tiny",), image=demo_image(32))
+box = widget.explorer(widget.fixture_pipes(ROOT), presets=("tiny",), image=demo_image(32))
 display(box)

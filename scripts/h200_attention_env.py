@@ -19,7 +19,7 @@ CONTEXT = 1024
 
 def measure() -> dict:
     import vlmdecode
-    from vlmdecode.cli import ensure_fixture
+    from vlmdecode.fixture.cache import ensure_fixture
     from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
     from vlmdecode.profiling import prompt_ids
 

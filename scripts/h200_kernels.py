@@ -33,7 +33,7 @@ def run(layout: str, max_length: int | None = None) -> None:
     import cupy
     import numpy as np
 
-    from vlmdecode.cli import ensure_fixture
+    from vlmdecode.fixture.cache import ensure_fixture
     from vlmdecode.decoders.cuda import CudaDecoder
     from vlmdecode.modelfolder import ModelFolder
 

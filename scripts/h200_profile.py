@@ -20,7 +20,7 @@ import onnxruntime
 
 import vlmdecode
 from vlmdecode.bench import copy_bandwidth, decoder_weight_bytes, kv_read_bytes, nodes_per_step
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
 from vlmdecode.fixture import load_fixture_config
 from vlmdecode.profiling import prompt_ids, provenance

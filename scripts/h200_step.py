@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
 from vlmdecode.modelfolder import ModelFolder
 from vlmdecode.profiling import provenance

@@ -93,7 +93,7 @@ def test_compare_flags_a_slowdown(result, tmp_path):
     noise.to_csv(tmp_path / "noise.csv", index=False)
     t2 = bench.compare(base, tmp_path / "slow.csv", noise_csv=tmp_path / "noise.csv")
     assert (t2["threshold_pct"] >= 5.0).all() and t2.set_index("mode").loc["resident", "regression"]
-    assert cli.main(["bench", "compare", str(base), str(tmp_path / "slow.csv")]) == 1
+    assert cli.main(["bench", "compare", str(base), str(tmp_path / "slow.csv")]) == cli.EXIT_REGRESSION
     assert cli.main(["bench", "compare", str(base), str(base)]) == 0
 
 

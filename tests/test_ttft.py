@@ -67,3 +67,15 @@ def test_table_and_plot(result):
     empty = plots.plot_ttft_phases(df.iloc[0:0])
     assert "not measured" in empty.axes[0].texts[0].get_text()
     assert ttft_table(df.iloc[0:0]).empty
+
+
+def test_cli_bench_run_ttft(tmp_path, monkeypatch, capsys):
+    from vlmdecode.cli import main
+
+    monkeypatch.setenv("VLMDECODE_CACHE", str(tmp_path / "cache"))
+    rc = main(["bench", "run", "--ttft", "--presets", "tiny", "--devices", "cpu", "--modes", "resident",
+               "--contexts", "32", "--repeats", "1", "--out", str(tmp_path / "out")])
+    assert rc == 0
+    df = pd.read_csv(tmp_path / "out" / "ttft.csv")  # the default tag of --ttft
+    assert list(df["prompt"]) == ["text", "image"] and (df["mode"] == "resident").all()
+    assert "ttft.csv" in capsys.readouterr().out

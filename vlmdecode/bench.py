@@ -187,15 +187,48 @@ def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
 
 
 # ---- the matrix ------------------------------------------------------------------------------
+def results_dir(out_dir, tag: str, force: bool = False) -> Path:
+    """The folder run_matrix writes TAG.csv and TAG.json into: `out_dir`, or (None) a new timestamped folder
+    under the cache (`$VLMDECODE_CACHE/bench/YYYYmmdd-HHMMSS`). FileExistsError if either file exists there
+    and not `force`; ValueError for a tag that is not a plain file stem."""
+    import re
+
+    if not isinstance(tag, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", tag):
+        raise ValueError(f"tag {tag!r} must be a plain file name stem (letters, digits, '_', '-', '.')")
+    if out_dir is None:
+        from .fixture.cache import cache_dir
+
+        stamp, n = time.strftime("%Y%m%d-%H%M%S"), 1
+        out = cache_dir() / "bench" / stamp
+        while out.exists():
+            n += 1
+            out = cache_dir() / "bench" / f"{stamp}-{n}"
+        return out
+    out = Path(out_dir)
+    existing = [str(p) for p in (out / f"{tag}.csv", out / f"{tag}.json") if p.exists()]
+    if existing and not force:
+        raise FileExistsError(f"{' and '.join(existing)} already exist: pass --force (force=True) to overwrite "
+                              "them, or choose another --out or --tag")
+    return out
+
+
 def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, new_tokens=64, repeats=3, skip=8,
-               peer=True, out_dir="data/results", root=None, tag="bench", log=print, progress=True,
-               layouts=("unfused",)):
+               peer=True, out_dir=None, root=None, tag="bench", log=print, progress=True,
+               layouts=("unfused",), force=False):
+    """Time every scenario; return the rows. out_dir: write OUT/TAG.csv and OUT/TAG.json after every round
+    (None: no files; existing files are refused unless `force`, see `results_dir`)."""
     import pandas as pd
 
     import vlmdecode
 
     from .devices import parse_device
+    from .sessions import check_cuda
 
+    if out_dir is not None:
+        out_dir = results_dir(out_dir, tag, force)
+    for device in devices:  # before any work: a CUDA device that cannot be used is a CudaUnavailableError
+        if parse_device(device).is_cuda:
+            check_cuda(parse_device(device))
     plan = _Plan(modes, contexts, peer, root, new_tokens, repeats, skip, out_dir, tag, log, progress)
     rows, prov = [], provenance()
     prov["method"] = ("models loaded and warmed up first; then `repeats` rounds, each running every scenario of a "
@@ -237,7 +270,7 @@ def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
     every round, so a cut-off run keeps what it measured."""
     from tqdm.auto import tqdm
 
-    from .cli import ensure_fixture
+    from .fixture.cache import ensure_fixture
     from .modelfolder import ModelFolder
 
     dtype = "fp16" if dev.is_cuda else "fp32"
@@ -344,11 +377,24 @@ def _once(vlmdecode, plan: _Plan, folder_dir, dev, mode, ctx, loaded, capacity):
 
 def cli_fixture(folder_dir, attention: str) -> Path:
     """The sibling fixture folder (same preset and dtype) with another attention kind, unfused."""
-    from .cli import ensure_fixture
     from .fixture import load_fixture_config
+    from .fixture.cache import ensure_fixture
 
     cfg = load_fixture_config(folder_dir)
     return ensure_fixture(cfg.name, attention, cfg.dtype, Path(folder_dir).parent)
+
+
+def _read_results(path, key, extra=("spread",)):
+    """A results CSV with the columns compare() needs; files from before layouts existed were all unfused."""
+    import pandas as pd
+
+    t = pd.read_csv(path)
+    if "layout" not in t:
+        t["layout"] = "unfused"
+    missing = [c for c in [*key, "per_token_ms", *extra] if c not in t]
+    if missing:
+        raise ValueError(f"{path} lacks column(s) {missing}: not a bench run results CSV")
+    return t
 
 
 def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):
@@ -357,18 +403,14 @@ def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):
     Threshold: 3 x the relative spread seen in `noise_csv` (repeated runs of one build) for that
     scenario, else the larger of the two runs' own spreads x 100, never below `floor_pct`.
     """
-    import pandas as pd
 
-    base, new = pd.read_csv(base_csv), pd.read_csv(new_csv)
-    for t in (base, new):  # results from before layouts existed were all unfused
-        if "layout" not in t:
-            t["layout"] = "unfused"
     key = ["preset", "layout", "device", "mode", "context"]
+    base, new = _read_results(base_csv, key), _read_results(new_csv, key)
     t = base[key + ["per_token_ms", "spread"]].merge(new[key + ["per_token_ms", "spread"]], on=key,
                                                       suffixes=("_base", "_new"))
     t["change_pct"] = (t["per_token_ms_new"] / t["per_token_ms_base"] - 1) * 100
     if noise_csv:
-        noise = pd.read_csv(noise_csv).groupby(key)["per_token_ms"].agg(lambda s: s.std() / s.mean() * 100)
+        noise = _read_results(noise_csv, key, ()).groupby(key)["per_token_ms"].agg(lambda s: s.std() / s.mean() * 100)
         t = t.merge(noise.rename("noise_pct").reset_index(), on=key, how="left")
         t["threshold_pct"] = (3 * t["noise_pct"]).fillna(floor_pct).clip(lower=floor_pct)
     else:

@@ -335,7 +335,7 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
 
         mode = check_mode(mode or "graph", folder)
         decoder = CudaDecoder(folder, device, mode, max_length=max_length, **cuda_options)
-        sess = lambda c: make_session(c.path, device, stream_ptr=decoder.stream_ptr)  # noqa: E731
+        sess = lambda c: make_session(c, device, stream_ptr=decoder.stream_ptr)  # noqa: E731
     else:
         if cuda_options:
             raise ValueError(f"options {sorted(cuda_options)} are for CUDA decoders; device is cpu")
@@ -343,8 +343,8 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
             raise ValueError(f"mode {mode!r} is not available on cpu: allowed {MODES_CPU} (CUDA modes: {MODES_CUDA})")
         mode = "resident"
         folder.require_cpu_support()
-        decoder = CpuDecoder(folder, make_session(folder.decoder.path, device, threads=threads), max_length=max_length)
-        sess = lambda c: make_session(c.path, device, threads=threads)  # noqa: E731
+        decoder = CpuDecoder(folder, make_session(folder.decoder, device, threads=threads), max_length=max_length)
+        sess = lambda c: make_session(c, device, threads=threads)  # noqa: E731
     vision = sess(folder.vision) if folder.vision else None
     embedding = sess(folder.embedding) if folder.embedding else None
     return Pipeline(folder, device, mode, processor, vision, embedding, decoder)

@@ -10,7 +10,7 @@
     plot_step_times(ms)                   per-step time of one generation
     plot_ttft_phases(df)                  time to first token by phase and mode, ours beside genai's
 
-Inputs are the DataFrames of `vlmdecode.explore`; NaN rows are dropped, empty inputs give an axis
+Inputs are the DataFrames of the `vlmdecode.explore` modules; NaN rows are dropped, empty inputs give an axis
 with a "no data" note instead of an error.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .explore.results import MODE_ORDER, ok_results
 from .fixture.config import LAYOUTS
 
 MODE_COLORS = {"naive": "tab:red", "naive-concat": "lightcoral", "resident": "tab:green", "eager": "tab:orange",
@@ -47,7 +48,7 @@ def plot_image(img, title: str = "input image"):
 
 
 def plot_margins(df: pd.DataFrame, title: str = "greedy logit margin (top1 - top2) per step", threshold=None):
-    """df: step, margin (explore.margins or fixture.margins.trajectory_margins)."""
+    """df: step, margin (explore.parity.margins or margin_table)."""
     fig, (ax,) = _fig()
     d = df.dropna(subset=["margin"]) if len(df) else df
     if d.empty:
@@ -67,7 +68,7 @@ def plot_margins(df: pd.DataFrame, title: str = "greedy logit margin (top1 - top
 
 
 def plot_logit_error(errors: dict, title: str = "logit error vs float64 reference"):
-    """errors: label -> DataFrame(step, rel[, max_abs]) (explore.logit_error)."""
+    """errors: label -> DataFrame(step, rel[, max_abs]) (explore.parity.logit_error)."""
     fig, (ax,) = _fig()
     drawn = False
     for label, df in errors.items():
@@ -87,7 +88,7 @@ def plot_logit_error(errors: dict, title: str = "logit error vs float64 referenc
 
 
 def plot_bytes_vs_context(df: pd.DataFrame, title: str = "host<->device bytes per decode step (CPU)"):
-    """df: explore.residency_sweep; measured (markers) vs predicted (dashed) h2d + d2h bytes."""
+    """df: explore.residency.residency_sweep; measured (markers) vs predicted (dashed) h2d + d2h bytes."""
     fig, (ax,) = _fig()
     if df.empty:
         _no_data(ax, "sweep")
@@ -125,16 +126,12 @@ def plot_time_vs_context(df: pd.DataFrame, title: str = "time per decode step (C
 
 
 def _ordered_modes(modes) -> list:
-    from .explore import MODE_ORDER
-
     modes = list(dict.fromkeys(modes))
     return sorted(modes, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
 
 
 def plot_recorded_bytes(df: pd.DataFrame, title: str = "recorded CUDA bytes per decode step (H200)"):
     """Grouped bars per (preset, context): h2d + d2h + kv per step, by mode (log y; 0 drawn at 1)."""
-    from .explore import ok_results
-
     d = ok_results(df) if len(df) else df
     fig, (ax,) = _fig((9, 3.8))
     if d.empty:
@@ -159,8 +156,6 @@ def plot_recorded_bytes(df: pd.DataFrame, title: str = "recorded CUDA bytes per 
 
 def plot_latency_by_mode(df: pd.DataFrame, title: str = "per-token decode latency by mode (H200)"):
     """One panel per preset: bars per context and mode (log y), the bandwidth floor as a black line."""
-    from .explore import ok_results
-
     d = ok_results(df) if len(df) else df
     presets = sorted(d["preset"].unique()) if len(d) else []
     fig, axes = _fig((5.5 * max(1, len(presets)), 4), ncols=max(1, len(presets)))

@@ -108,8 +108,8 @@ def run_ttft(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, rep
 
 
 def _run_one(name, layout, device, modes, contexts, repeats, image, image_text_tokens, peer, root, rows, write):
-    from .cli import ensure_fixture
     from .devices import parse_device
+    from .fixture.cache import ensure_fixture
 
     dev = parse_device(device)
     if layout == "fused-cuda" and not dev.is_cuda:

@@ -179,7 +179,7 @@ class CudaDecoder(BoundDecoder):
         cupy.cuda.Device(device.index).use()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.stream_ptr = int(self.stream.ptr)
-        session = make_session(folder.decoder.path, device, cuda_graph=mode != "eager", stream_ptr=self.stream_ptr,
+        session = make_session(folder.decoder, device, cuda_graph=mode != "eager", stream_ptr=self.stream_ptr,
                                profile_prefix=profile_prefix, provider_options=provider_options)
         with self.stream:
             super().__init__(folder, session, device, None, max_length)
