@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from vlmdecode import bench, cli
+from vlmdecode import bench, cli, costmodel
 from vlmdecode.modelfolder import ModelFolder
 from vlmdecode.sessions import make_session, memcpy_nodes, node_assignment
 
@@ -103,11 +103,11 @@ def test_floor_helpers(result):
     from vlmdecode.fixture import preset
 
     cfg = preset("tiny")
-    w = bench.decoder_weight_bytes(folder)
+    w = costmodel.decoder_weight_bytes(folder)
     assert cfg.n_text_params() * 4 <= w < cfg.n_text_params() * 4 * 1.5  # + rope tables
     per_tok = 2 * cfg.num_kv_heads * cfg.head_dim * 4
     globals_, locals_ = cfg.layer_types.count("global"), cfg.layer_types.count("local")
-    assert bench.kv_read_bytes(folder, 100) == per_tok * (100 * globals_ + cfg.sliding_window * locals_)
+    assert costmodel.kv_read_bytes(folder, 100) == per_tok * (100 * globals_ + cfg.sliding_window * locals_)
 
 
 def test_cpu_sessions_report_assignment(result):

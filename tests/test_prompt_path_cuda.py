@@ -101,7 +101,7 @@ def test_ttft_breakdown_from_cuda_events(folders, mode):
     r = p.generate(PROMPT, image=demo_image(32, seed=5), max_new_tokens=2, stop=())  # a new image
     t = r.ttft_breakdown
     assert list(t) == list(PHASES) and all(v > 0 for v in t.values()), t
-    assert sum(t.values()) <= r.ttft_seconds
+    assert sum(t.values()) <= r.ttft_seconds + 1e-4  # events: the last one runs a few us after the host mark
     ids = p.generate_from_ids(p.prepare(PROMPT)[0], max_new_tokens=2, stop=()).ttft_breakdown
     assert ids["vision"] == ids["processor"] == 0.0 and ids["prefill"] > 0
 

@@ -8,8 +8,10 @@ each run every scenario once (odd rounds in reverse order), so the modes being c
 interleaved, not one after another. Per-token time is the median over rounds of a steady-state
 window's median (first `skip` tokens dropped: capture, warm-up), and
 independently the two-length method ((T(n) - T(n/2)) / (n/2), which cancels prefill). The floor is
-(decoder weight bytes + KV bytes read at that context) / device-to-device copy bandwidth measured in
-the same run. Not a timed test: targets are read off the results files.
+`costmodel.floor_ms`: (decoder weight bytes + KV bytes read at that context) / device-to-device copy
+bandwidth measured in the same run. Per-token time is the loop's own time per token (decoder work,
+sampling and the detokenizer: `StepRecord.seconds + detok_seconds`), never the caller's. Not a timed
+test: targets are read off the results files.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from . import modes
+from .costmodel import decoder_weight_bytes, floor_ms
 from .profiling import prompt_ids, provenance
 
-CUDA_MODES = ("naive", "eager", "graph", "device", "device-session", "tokenid-graph", "genai-eager", "genai-graph")
-CPU_MODES = ("naive", "naive-concat", "resident", "genai")
+CUDA_MODES = modes.on("cuda")  # every scenario the bench runs, pipeline modes and comparisons (vlmdecode.modes)
+CPU_MODES = modes.on("cpu")
 CONTEXTS = {"tiny": [128], "small": [64, 256, 1024, 2048], "gemma3-1b": [128, 1024, 4096]}
 
 
@@ -49,35 +53,6 @@ def copy_bandwidth(nbytes: int = 1 << 30, iters: int = 20) -> float:
     return 2 * a.nbytes / float(np.median(times))
 
 
-def decoder_weight_bytes(folder) -> int:
-    """Bytes of the decoder's initializers (what one decode step must read at least once)."""
-    import onnx
-
-    m = onnx.load(str(folder.decoder.path), load_external_data=False)
-    total = 0
-    for t in m.graph.initializer:
-        ext = {e.key: e.value for e in t.external_data}
-        if "length" in ext:
-            total += int(ext["length"])
-        else:
-            total += len(t.raw_data) or int(np.prod(t.dims)) * 4
-    return total
-
-
-def kv_read_bytes(folder, context: int) -> int:
-    """K+V bytes one decode step reads at `context`: global layers all of it, local layers the window."""
-    from .fixture import load_fixture_config
-
-    info = folder.info
-    per_token_layer = 2 * info.num_kv_heads * info.head_size * np.dtype(info.dtype).itemsize
-    try:
-        cfg = load_fixture_config(folder.root)
-        kinds, window = cfg.layer_types, cfg.sliding_window
-    except (FileNotFoundError, TypeError, ValueError):
-        kinds, window = ("global",) * info.num_layers, context
-    return int(sum(per_token_layer * (context if k == "global" else min(context, window)) for k in kinds))
-
-
 # ---- timing one scenario: a warmed-up `once()` per scenario, repeats taken in rounds ------------
 def _steady_ms(seconds: list, skip: int) -> float:
     window = seconds[skip:] if len(seconds) > skip + 2 else seconds[1:]
@@ -97,35 +72,12 @@ def pipeline_once(pipe, context: int, new_tokens: int, skip: int):
             last = pipe.generate_from_ids(ids, max_new_tokens=n, stop=(), _t0=t0)
             totals[n] = time.perf_counter() - t0
         tail = last.steps[-1]
-        return dict(steady=_steady_ms([s.seconds for s in last.steps], skip), ttft=last.ttft_seconds * 1e3,
+        per_token = [s.seconds + s.detok_seconds for s in last.steps]
+        return dict(steady=_steady_ms(per_token, skip), ttft=last.ttft_seconds * 1e3,
                     two_length=(totals[new_tokens] - totals[new_tokens // 2]) / (new_tokens - new_tokens // 2) * 1e3,
                     tail=dict(h2d_per_step=tail.h2d_bytes, d2h_per_step=tail.d2h_bytes, kv_per_step=tail.kv_bytes,
                               tokens=len(last.tokens), first_tokens=" ".join(map(str, last.tokens[:8])),
                               **{f"n_{k}": v for k, v in last.counters.items()}))
-    return once
-
-
-def naive_once(pipe, context: int, new_tokens: int, skip: int, device: str):
-    """The naive loop (numpy KV through session.run every step) on `pipe`'s folder; warmed up once."""
-    from .decoders.naive import naive_decode
-    from .sessions import make_session
-    from .transfers import Transfers
-
-    sess = make_session(pipe.folder.decoder.path, device)
-    ids = prompt_ids(context)
-    x = ids if pipe.folder.info.drive == "ids" else pipe.embed(ids, None)
-
-    def once() -> dict:
-        t = Transfers()
-        stamps, tokens = [time.perf_counter()], []
-        for tok, _ in naive_decode(pipe.folder, sess, x, pipe.token_input, new_tokens - 1, t):
-            stamps.append(time.perf_counter())
-            tokens.append(tok)
-        last = t.steps[-1]
-        return dict(steady=_steady_ms(list(np.diff(stamps)), skip),
-                    tail=dict(h2d_per_step=last.h2d, d2h_per_step=last.d2h, kv_per_step=last.kv, tokens=len(tokens),
-                              first_tokens=" ".join(map(str, tokens[:8]))))
-    once()  # warm-up pass
     return once
 
 
@@ -161,15 +113,13 @@ def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
     import tempfile
 
     from .decoders.cuda import CudaDecoder
+    from .sampling import Sampler, SamplingParams
 
     prefix = str(Path(tempfile.mkdtemp()) / "ortprof")
     dec = CudaDecoder(folder, device, "eager", profile_prefix=prefix)
     x = np.zeros((1, 4, folder.info.hidden_size), dec.dtype)
-    dec.begin_generation()
-    dec.prefill(x)
-    step_x = np.zeros((1, 1, folder.info.hidden_size), dec.dtype)
-    for _ in range(steps):
-        dec.step(step_x)
+    for _ in dec.generate(x, steps + 1, Sampler(SamplingParams())):  # prefill, then `steps` decode steps
+        pass
     path = dec.session.end_profiling()
     events = json.loads(Path(path).read_text())
     runs = [e for e in events if e.get("name") == "model_run"]
@@ -331,7 +281,7 @@ def _row(sc: dict, folder, weight_bytes: int, bw: float | None) -> dict:
     row = summarize(sc["samples"]) if sc["samples"] and sc["error"] is None else dict(error=sc["error"])
     row.update(sc["base"])
     if bw and "per_token_ms" in row:
-        floor = (weight_bytes + kv_read_bytes(folder, row["context"])) / bw * 1e3
+        floor = floor_ms(folder, row["context"], bw, weight_bytes)
         row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
     return row
 
@@ -359,12 +309,7 @@ def _once(vlmdecode, plan: _Plan, folder_dir, dev, mode, ctx, loaded, capacity):
         return genai_once(loaded[mode], ctx, new_tokens, skip, max_length=capacity)
     load = functools.partial(vlmdecode.load, max_length=capacity)
     if mode == "naive-concat":  # the `onnx` attention build: numpy KV concatenated by the graph each step
-        eager = None if not dev.is_cuda else "eager"
-        pipe = loaded.setdefault(mode, load(cli_fixture(folder_dir, "onnx"), str(dev), eager))
-        return naive_once(pipe, ctx, new_tokens, skip, str(dev))
-    if mode == "naive":  # a pipeline only for its folder, embedding and token_input
-        pipe = loaded.setdefault("naive", load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
-        return naive_once(pipe, ctx, new_tokens, skip, str(dev))
+        loaded.setdefault(mode, load(cli_fixture(folder_dir, "onnx"), str(dev), "naive"))
     if mode not in loaded:
         if mode == "tokenid-graph":
             loaded[mode] = load(Path(folder_dir) / "text", str(dev), "graph")

@@ -19,6 +19,8 @@ import os
 import sys
 from pathlib import Path
 
+from . import modes
+
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_REGRESSION = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 COMMANDS = ("demo", "build-fixture", "generate", "bench")
@@ -52,7 +54,7 @@ def cmd_demo(args) -> int:
     _print_result(pipe.generate(prompt, image=image, max_new_tokens=args.max_new_tokens, stop=()), "cpu")
     if cuda_device_count() > 0:
         folder16 = ensure_fixture("tiny", "gqa", "fp16")
-        for mode in ("eager", "graph", "device"):
+        for mode in modes.on("cuda", "pipeline"):
             pipe = vlmdecode.load(folder16, "cuda", mode)
             _print_result(pipe.generate(prompt, image=image, max_new_tokens=args.max_new_tokens, stop=()),
                           f"cuda {mode}")
@@ -157,7 +159,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--prompt", required=True)
     g.add_argument("--image", default=None)
     g.add_argument("--device", default="cpu")
-    g.add_argument("--mode", default=None)
+    g.add_argument("--mode", default=None,
+                   help=f"decode mode, one of {', '.join(modes.PIPELINE)} (vlmdecode.modes); default: resident on "
+                        "cpu, graph on cuda")
     g.add_argument("--max-new-tokens", type=int, default=32)
     g.add_argument("--stream", action="store_true")
     g.add_argument("--ignore-eos", action="store_true", help="generate exactly --max-new-tokens tokens")
@@ -172,7 +176,8 @@ def parser() -> argparse.ArgumentParser:
     r = bsub.add_parser("run", parents=[common])
     r.add_argument("--presets", nargs="+", default=["tiny"])
     r.add_argument("--devices", nargs="+", default=["cpu"])
-    r.add_argument("--modes", nargs="+", default=None)
+    r.add_argument("--modes", nargs="+", default=None,
+                   help=f"scenarios among {', '.join(modes.ORDER)} (vlmdecode.modes); default: every one of the device")
     r.add_argument("--contexts", nargs="+", type=int, default=None,
                    help="prompt lengths; default per preset: " + ", ".join(
                        f"{k} {' '.join(map(str, v))}" for k, v in CONTEXTS.items()))

@@ -25,17 +25,14 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from . import modes
 from .devices import Device, parse_device
-from .embedtable import embedding_table
 from .modelfolder import ModelFolder
 from .processor import Processor
 from .prompt_path import PhaseTimer, PromptPath
 from .sampling import Sampler, SamplingParams
 from .sessions import make_session
 from .transfers import Transfers
-
-MODES_CPU = ("resident",)
-MODES_CUDA = ("eager", "graph", "device")
 
 
 @dataclass
@@ -45,7 +42,9 @@ class StepRecord:
     step: int
     token: int
     text: str
-    seconds: float  # host wall time from the previous token (prefill included for step 0)
+    seconds: float  # host time inside the decode loop for this token: decoder work + sampling (step 0: prompt
+    #                 preparation + prefill + sampling); never the consumer's time between tokens
+    detok_seconds: float  # host time of the detokenizer for this token
     h2d_bytes: int
     d2h_bytes: int
     kv_bytes: int
@@ -86,11 +85,11 @@ class Pipeline:
         self.decoder = decoder
         self.transfers: Transfers = decoder.transfers
         self.prompt = PromptPath(folder, vision, embedding, decoder)
-        self.timer = PhaseTimer(decoder.stream if device.is_cuda else None)
+        self.timer = PhaseTimer(getattr(decoder, "stream", None))  # CUDA events on the decoder's stream
+        decoder.timer = self.timer  # the decoder marks the end of its prefill run
         self.last_ttft_breakdown: dict[str, float] = {}  # of the latest generation, set before its first yield
         self._prompt_len = 0
         self.dtype = np.dtype(folder.info.dtype)
-        self._table = None  # embedtable rows, built on the first decode step
         if folder.embedding is not None:
             shape = folder.embedding.signature.inputs[folder.embedding.inputs["image_features"]][1]
             self._empty_features = np.zeros([0 if isinstance(d, str) else d for d in shape], self.dtype)
@@ -102,6 +101,7 @@ class Pipeline:
         return self.prompt.vision_runs
 
     def pixel_values(self, image) -> np.ndarray:
+        """image (path, PIL image or HWC array) -> preprocessed pixel_values [1,3,S,S] in the model's dtype."""
         if self.folder.vision is None:
             raise ValueError(f"{self.folder.root} has no vision component; pass image=None")
         self._need_processor()
@@ -120,20 +120,8 @@ class Pipeline:
                                   {e.inputs["input_ids"]: input_ids, e.inputs["image_features"]: feats})[0]
 
     def token_input(self, token: int, step: int | None = None) -> np.ndarray:
-        """The decoder's next host input for `token`: its embedding [1,1,H], or [[token]]."""
-        if self.folder.info.drive == "ids":
-            return np.array([[token]], np.int64)
-        if token == self.folder.image_token_id:
-            # the embedding model replaces image soft tokens by image feature rows; a generated one has none
-            # (onnxruntime would fail inside the embedding graph, as onnxruntime-genai does)
-            at = "" if step is None else f"at step {step} "
-            raise ValueError(
-                f"the model generated the image soft token (id {token}) {at}and the embedding model cannot "
-                f"embed it without image features; pass stop=[{token}, ...] to end generation there"
-            )
-        if self._table is None:
-            self._table = embedding_table(self.folder, self.dtype)
-        return self._table[token][None, None]  # [1,1,H]: the embedding model's output for this id
+        """The decoder's next host input for `token` (decoders.base.Decoder.token_input)."""
+        return self.decoder.token_input(token, step)
 
     def _check_length(self, prompt_len: int, max_new_tokens: int) -> None:
         limit = self.decoder.max_length
@@ -203,7 +191,7 @@ class Pipeline:
         t0 = time.perf_counter()
         chat_template, stop = kw.pop("chat_template", True), kw.pop("stop", None)
         stage = lambda: self._stage(*self._encode(prompt, image, chat_template))  # noqa: E731
-        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)), t0)
+        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)))
 
     def generate_from_embeds(self, inputs_embeds: np.ndarray, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Decode from user-supplied inputs_embeds [1,S,H] (onnxruntime-genai cannot take these)."""
@@ -216,7 +204,7 @@ class Pipeline:
         t0 = time.perf_counter()
         stop = kw.pop("stop", None)
         x = x.astype(self.dtype)
-        return self._result(list(self._generate(lambda: x, max_new_tokens, t0, SamplingParams(**kw), stop)), t0)
+        return self._result(list(self._generate(lambda: x, max_new_tokens, t0, SamplingParams(**kw), stop)))
 
     def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
                           pixel_values: np.ndarray | None = None, **kw) -> GenerationResult:
@@ -240,89 +228,68 @@ class Pipeline:
                     raise ValueError(f"input_ids hold {n} image soft tokens (id {self.folder.image_token_id}) but "
                                      f"the image features have {rows} rows")
             return self._stage(ids, feats)
-        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)), t0)
+        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)))
 
-    def _result(self, steps, t0) -> GenerationResult:
+    def _result(self, steps) -> GenerationResult:
         tokens = [s.token for s in steps]
         return GenerationResult(
             tokens=tokens, text=self.processor.decode(tokens) if self.processor else "", steps=steps,
             prompt_tokens=self._prompt_len, ttft_seconds=steps[0].seconds if steps else 0.0, mode=self.mode,
-            device=str(self.device), counters=self.decoder.counters() if hasattr(self.decoder, "counters") else {},
-            ttft_breakdown=dict(self.last_ttft_breakdown),
+            device=str(self.device), counters=self.decoder.counters(), ttft_breakdown=dict(self.last_ttft_breakdown),
         )
 
     def _generate(self, stage, max_new_tokens: int, t0: float, params: SamplingParams, stop):
-        """stage() -> the decoder's first input (prompt_path.Staged or a host array), run inside step 0 of the
-        byte records and the TTFT timer, on the decoder's stream."""
+        """The decoder's loop (decoders.base) with the prompt path, text, stop ids and per-step records around it.
+
+        stage() -> the decoder's first input (prompt_path.Staged or a host array); it runs on the decoder's
+        stream and its bytes (ids, pixel_values) are added to step 0's record. Each record's `seconds` is
+        measured inside this loop, from resuming after the previous yield to the decoder handing over the
+        token (step 0: from t0, the prompt path included), so the consumer's time is never counted."""
         if max_new_tokens <= 0:
             raise ValueError(f"max_new_tokens must be > 0, got {max_new_tokens}")
         self.timer.start(t0)
-        self.transfers.steps.clear()  # per-generation records; they would otherwise grow without bound
-        self.transfers.begin(0)  # the prompt's bytes (ids, pixel_values) are step 0's
+        prompt_bytes = self.transfers.begin()
         try:
-            with self.decoder.stream if self.device.is_cuda else contextlib.nullcontext():
+            with self.prompt.on_stream():
                 x = stage()
-            prompt_len = x.length if hasattr(x, "length") else x.shape[1]
-            self._check_length(prompt_len, max_new_tokens)
-        except BaseException:
+        finally:
             self.transfers.end()
-            raise
+        prompt_len = x.length if hasattr(x, "length") else x.shape[1]
+        self._check_length(prompt_len, max_new_tokens)
         self._prompt_len = prompt_len
         stop = set(self.folder.eos_token_ids if stop is None else stop)
         detok = self.processor.stream_decoder() if self.processor else None
-        if getattr(self.decoder, "mode", None) == "device":
-            tokens = self.decoder.generate(x, max_new_tokens, params, timer=self.timer)
-        else:
-            tokens = self._host_loop(x, max_new_tokens, Sampler(params))
-        last = t0
-        for step, token in enumerate(tokens):
-            if step == 0:
-                self.last_ttft_breakdown = self.timer.breakdown()  # the first token is on the host
-            now = time.perf_counter()
-            b = self.transfers.steps[-1] if self.transfers.steps else None
-            final = token in stop or step + 1 == max_new_tokens
-            # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
-            text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
-            yield StepRecord(step, token, text, now - last,
-                             b.h2d if b else 0, b.d2h if b else 0, b.kv if b else 0, self.decoder.position)
-            last = now
-            if token in stop:
-                break
-
-    def _host_loop(self, x, max_new_tokens: int, sampler: Sampler):
-        """prefill, then decode_one_token until done; sampling on the host. Step 0's byte record is open."""
-        self.decoder.begin_generation()
-        try:
-            logits = self.decoder.prefill(x, reuse=True, timer=self.timer)  # [V] model dtype, reused next step
-            for step in range(max_new_tokens):
-                token = self.decode_one_token(logits, sampler, step)
+        clock, records = time.perf_counter, self.transfers.steps
+        tokens = self.decoder.generate(x, max_new_tokens, Sampler(params))
+        with contextlib.closing(tokens):  # an abandoned stream ends the decoder's generation now
+            start = t0
+            for step, token in enumerate(tokens):
                 if step == 0:
                     self.timer.mark("first_pick")
-                self.transfers.end()
-                yield token
-                if step + 1 == max_new_tokens:
+                now = clock()
+                if step == 0:
+                    self.last_ttft_breakdown = self.timer.breakdown()  # the first token is on the host
+                    records[0] = records[0] + prompt_bytes  # the prompt path's bytes are step 0's too
+                final = token in stop or step + 1 == max_new_tokens
+                # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
+                text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
+                b = records[step]
+                yield StepRecord(step, token, text, now - start, clock() - now, b.h2d, b.d2h, b.kv, prompt_len + step)
+                if token in stop:
                     return
-                self.transfers.begin(step + 1)
-                logits = self.decoder.step(self.token_input(token, step), reuse=True)
-        finally:
-            self.transfers.end()
-            self.decoder.end_generation()
-
-    @staticmethod
-    def decode_one_token(logits: np.ndarray, sampler: Sampler, step: int) -> int:
-        """Sample one token from logits [V]; NaN/+inf raise NonFiniteLogitsError naming the step."""
-        return int(sampler(logits[None], step)[0])
+                start = clock()
 
 
 def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, max_length: int | None = None,
-         threads: int = 0, **cuda_options) -> Pipeline:
+         threads: int = 0, **options) -> Pipeline:
     """Build a Pipeline from a model folder (genai_config.json, ours or onnxruntime-genai's).
 
-    device: "cpu", "cuda" or "cuda:N". mode: "resident" on CPU; "eager", "graph" (default) or "device" on CUDA.
-    cuda_options go to decoders.cuda.CudaDecoder (embed_via, sync_every, graph_per_generation). The vision
-    and embedding sessions run on the decoder's CUDA stream, so the pipeline owns its decoder for life.
+    device: "cpu", "cuda" or "cuda:N". mode: a pipeline mode of `vlmdecode.modes` on that device ("resident"
+    (default) or "naive" on CPU; "eager", "graph" (default), "device" or "naive" on CUDA). options go to the
+    mode's decoder (CUDA: decoders.cuda.CudaDecoder's embed_via, sync_every, graph_per_generation, ...). The
+    vision and embedding sessions run on the decoder's CUDA stream, so the pipeline owns its decoder for life.
     """
-    from .decoders.cpu import CpuDecoder
+    import importlib
 
     device = parse_device(device)
     folder = ModelFolder.load(model_dir)
@@ -331,20 +298,13 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
         from .sessions import check_cuda
 
         check_cuda(device)  # before anything else: no CUDA means CudaUnavailableError, never a CPU fallback
-        from .decoders.cuda import CudaDecoder, check_mode
-
-        mode = check_mode(mode or "graph", folder)
-        decoder = CudaDecoder(folder, device, mode, max_length=max_length, **cuda_options)
-        sess = lambda c: make_session(c, device, stream_ptr=decoder.stream_ptr)  # noqa: E731
-    else:
-        if cuda_options:
-            raise ValueError(f"options {sorted(cuda_options)} are for CUDA decoders; device is cpu")
-        if mode not in (None, *MODES_CPU):
-            raise ValueError(f"mode {mode!r} is not available on cpu: allowed {MODES_CPU} (CUDA modes: {MODES_CUDA})")
-        mode = "resident"
-        folder.require_cpu_support()
-        decoder = CpuDecoder(folder, make_session(folder.decoder, device, threads=threads), max_length=max_length)
-        sess = lambda c: make_session(c, device, threads=threads)  # noqa: E731
+    elif options:
+        raise ValueError(f"options {sorted(options)} are for CUDA decoders; device is cpu")
+    m = modes.resolve(mode, device.kind)
+    module, _, name = m.factory.partition(":")
+    decoder = getattr(importlib.import_module(module), name)(folder, device, m.name, max_length=max_length,
+                                                             threads=threads, **options)
+    sess = lambda c: make_session(c, device, threads=threads, stream_ptr=decoder.stream_ptr)  # noqa: E731
     vision = sess(folder.vision) if folder.vision else None
     embedding = sess(folder.embedding) if folder.embedding else None
-    return Pipeline(folder, device, mode, processor, vision, embedding, decoder)
+    return Pipeline(folder, device, m.name, processor, vision, embedding, decoder)

@@ -7,7 +7,8 @@
 On CUDA no feature or embedding byte crosses to the host: the host sends the ids and the pixels
 (counted by `Transfers` as "ids" and "pixel_values"), and the vision and embedding sessions run on
 the decoder's stream (`user_compute_stream`) without a host sync before the prefill. On CPU the same
-bindings save the copy of the embeddings into onnxruntime's input.
+bindings save the copy of the embeddings into onnxruntime's input. A decoder without prefill buffers
+(the naive mode: everything through the host by design) gets host arrays from plain `session.run`.
 
 `PrefillBuffers`: the prefill's bound buffers, allocated once per decoder and reused by every prompt:
 the input [1, max_length, H] (or ids [1, max_length]), the embedding's input ids, position ids
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .decoders.buffers import Buffer, allocate
+from .buffers import Buffer, allocate
 
 PHASES = ("processor", "vision", "embedding", "prefill", "first_pick")
 LOGITS_ROWS_STEP = 64  # unpruned prefill logits grow in multiples of this many rows
@@ -139,7 +140,7 @@ class PromptPath:
         self.folder, self.vision, self.embedding = folder, vision, embedding
         self.decoder = decoder
         self.device = decoder.device
-        self.buffers: PrefillBuffers = decoder.prefill_buffers
+        self.buffers: PrefillBuffers | None = getattr(decoder, "prefill_buffers", None)
         self.transfers = decoder.transfers
         self.features: dict[str, object] = {}  # sha256 of pixel_values -> features (numpy on cpu, CuPy on cuda)
         self.vision_runs = 0
@@ -149,7 +150,8 @@ class PromptPath:
         self._embed_io = embedding.io_binding() if embedding is not None else None
         self._keep = None
         # every copy and kernel of the prompt path queues on the decoder's stream (cpu: no stream)
-        self.on_stream = (lambda: decoder.stream) if self.device.is_cuda else contextlib.nullcontext
+        stream = getattr(decoder, "stream", None)
+        self.on_stream = (lambda: stream) if stream is not None else contextlib.nullcontext
         if embedding is not None:
             e = folder.embedding
             dtype, shape = e.signature.inputs[e.inputs["image_features"]]
@@ -165,8 +167,12 @@ class PromptPath:
         key = h.hexdigest()
         if key in self.features:
             return self.features[key]
-        with self.on_stream():
-            self.features[key] = self._vision(px)
+        if self.buffers is None:
+            v = self.folder.vision
+            self.features[key] = self.vision.run([v.outputs["image_features"]], {v.inputs["pixel_values"]: px})[0]
+        else:
+            with self.on_stream():
+                self.features[key] = self._vision(px)
         self.vision_runs += 1
         return self.features[key]
 
@@ -182,8 +188,15 @@ class PromptPath:
         self.vision.run_with_iobinding(io, self._ro)
         return _as_array(io.get_outputs()[0], v.signature.outputs[v.outputs["image_features"]][0], self.device)
 
-    def embed(self, input_ids: np.ndarray, features=None) -> Staged:
-        """input_ids [1,S] (+ features) -> inputs_embeds [1,S,H] written into the prefill input buffer."""
+    def embed(self, input_ids: np.ndarray, features=None):
+        """input_ids [1,S] (+ features) -> inputs_embeds [1,S,H] written into the prefill input buffer
+        (returns Staged), or on the host for a decoder without prefill buffers (returns the array)."""
+        if self.buffers is None:
+            e = self.folder.embedding
+            feats = self._no_features if features is None else features
+            feats = feats if isinstance(feats, np.ndarray) else feats.get()
+            return self.embedding.run([e.outputs["inputs_embeds"]],
+                                      {e.inputs["input_ids"]: input_ids, e.inputs["image_features"]: feats})[0]
         S = int(input_ids.shape[1])
         if not 0 < S <= self.buffers.ids.shape[1]:
             raise ValueError(f"prompt of {S} tokens: must be between 1 and max_length={self.buffers.ids.shape[1]}")
