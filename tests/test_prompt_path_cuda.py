@@ -65,9 +65,9 @@ def test_prompt_stays_on_the_device(folders, cpu_tokens, name, mode):
     want = {"ids:h2d": S * 8, "pixel_values:h2d": px}
     want.update({"position:h2d": 8, "token:d2h": 8} if mode == "device" else {"logits:d2h": V * 2})
     assert dict(p.transfers.steps[0].by_what) == want
-    feats = list(p.prompt.features.values())
-    assert len(feats) == 1 and isinstance(feats[0], cupy.ndarray)  # cached on the device
-    assert feats[0].shape == (TINY.n_image_tokens, TINY.hidden_size)
+    feats = p.image_features(demo_image(32))  # the cached features: no second vision run
+    assert p.vision_runs == 1 and len(p.prompt.features) == 1 and isinstance(feats, cupy.ndarray)  # on the device
+    assert feats.shape == (TINY.n_image_tokens, TINY.hidden_size)
     text = p.generate(PROMPT, max_new_tokens=STEPS, stop=())
     assert text.tokens == cpu_tokens[None]
     assert "pixel_values:h2d" not in p.transfers.steps[0].by_what

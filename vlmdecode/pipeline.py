@@ -27,7 +27,9 @@ import numpy as np
 
 from . import modes
 from .devices import Device, parse_device
+from .genargs import check_embeds, check_ids, check_keywords, check_max_new_tokens, check_stop
 from .modelfolder import ModelFolder
+from .pipestate import GenerationGuard
 from .processor import Processor
 from .prompt_path import PhaseTimer, PromptPath
 from .sampling import Sampler, SamplingParams
@@ -84,11 +86,12 @@ class Pipeline:
         self.vision, self.embedding = vision, embedding
         self.decoder = decoder
         self.transfers: Transfers = decoder.transfers
-        self.prompt = PromptPath(folder, vision, embedding, decoder)
+        self.prompt = PromptPath(folder, vision, embedding, decoder)  # its feature cache: pipestate's LRU
         self.timer = PhaseTimer(getattr(decoder, "stream", None))  # CUDA events on the decoder's stream
         decoder.timer = self.timer  # the decoder marks the end of its prefill run
         self.last_ttft_breakdown: dict[str, float] = {}  # of the latest generation, set before its first yield
         self._prompt_len = 0
+        self._guard = GenerationGuard()  # one KV cache: one generation at a time (pipestate)
         self.dtype = np.dtype(folder.info.dtype)
         if folder.embedding is not None:
             shape = folder.embedding.signature.inputs[folder.embedding.inputs["image_features"]][1]
@@ -173,13 +176,11 @@ class Pipeline:
         return staged
 
     # ---- generation ----------------------------------------------------------------------------
-    def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, do_sample: bool = False,
-               temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
-               seed: int | None = None, stop=None, chat_template: bool = True):
+    def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, stop=None, chat_template: bool = True,
+               **kw):
         """Yield a StepRecord per generated token (see `generate` for the arguments)."""
         t0 = time.perf_counter()
-        params = SamplingParams(do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p,
-                                min_p=min_p, seed=seed)
+        params = SamplingParams(**check_keywords(kw, also=("stop", "chat_template")))
         yield from self._generate(lambda: self._stage(*self._encode(prompt, image, chat_template)),
                                   max_new_tokens, t0, params, stop)
 
@@ -190,29 +191,28 @@ class Pipeline:
         """
         t0 = time.perf_counter()
         chat_template, stop = kw.pop("chat_template", True), kw.pop("stop", None)
+        params = SamplingParams(**check_keywords(kw, also=("stop", "chat_template")))
         stage = lambda: self._stage(*self._encode(prompt, image, chat_template))  # noqa: E731
-        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)))
+        return self._result(list(self._generate(stage, max_new_tokens, t0, params, stop)))
 
     def generate_from_embeds(self, inputs_embeds: np.ndarray, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Decode from user-supplied inputs_embeds [1,S,H] (onnxruntime-genai cannot take these)."""
-        x = np.asarray(inputs_embeds)
-        H = self.folder.info.hidden_size
         if self.folder.info.drive != "embeds":
             raise ValueError("generate_from_embeds needs a decoder driven by inputs_embeds; this one takes input_ids")
-        if x.ndim != 3 or x.shape[0] != 1 or x.shape[2] != H or x.shape[1] == 0:
-            raise ValueError(f"inputs_embeds must have shape [1, S>0, {H}], got {list(x.shape)}")
+        x = check_embeds(inputs_embeds, self.folder.info.hidden_size).astype(self.dtype)
         t0 = time.perf_counter()
         stop = kw.pop("stop", None)
-        x = x.astype(self.dtype)
-        return self._result(list(self._generate(lambda: x, max_new_tokens, t0, SamplingParams(**kw), stop)))
+        params = SamplingParams(**check_keywords(kw))
+        return self._result(list(self._generate(lambda: x, max_new_tokens, t0, params, stop)))
 
     def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
                           pixel_values: np.ndarray | None = None, **kw) -> GenerationResult:
         """Decode from token ids [1,S] already formatted (no chat template). pixel_values: preprocessed
         images [I,3,S,S] whose features replace the image soft tokens that `input_ids` holds."""
-        ids = np.asarray(input_ids, dtype=np.int64).reshape(1, -1)
+        ids = check_ids(input_ids, self.folder.vocab_size)
         t0 = _t0 if _t0 is not None else time.perf_counter()
         stop = kw.pop("stop", None)
+        params = SamplingParams(**check_keywords(kw))
 
         def stage():
             feats = None
@@ -228,7 +228,7 @@ class Pipeline:
                     raise ValueError(f"input_ids hold {n} image soft tokens (id {self.folder.image_token_id}) but "
                                      f"the image features have {rows} rows")
             return self._stage(ids, feats)
-        return self._result(list(self._generate(stage, max_new_tokens, t0, SamplingParams(**kw), stop)))
+        return self._result(list(self._generate(stage, max_new_tokens, t0, params, stop)))
 
     def _result(self, steps) -> GenerationResult:
         tokens = [s.token for s in steps]
@@ -241,26 +241,31 @@ class Pipeline:
     def _generate(self, stage, max_new_tokens: int, t0: float, params: SamplingParams, stop):
         """The decoder's loop (decoders.base) with the prompt path, text, stop ids and per-step records around it.
 
-        stage() -> the decoder's first input (prompt_path.Staged or a host array); it runs on the decoder's
-        stream and its bytes (ids, pixel_values) are added to step 0's record. Each record's `seconds` is
-        measured inside this loop, from resuming after the previous yield to the decoder handing over the
-        token (step 0: from t0, the prompt path included), so the consumer's time is never counted."""
-        if max_new_tokens <= 0:
-            raise ValueError(f"max_new_tokens must be > 0, got {max_new_tokens}")
-        self.timer.start(t0)
-        prompt_bytes = self.transfers.begin()
-        try:
-            with self.prompt.on_stream():
-                x = stage()
-        finally:
-            self.transfers.end()
-        prompt_len = x.length if hasattr(x, "length") else x.shape[1]
-        self._check_length(prompt_len, max_new_tokens)
-        self._prompt_len = prompt_len
-        stop = set(self.folder.eos_token_ids if stop is None else stop)
+        stage() -> the decoder's first input (prompt_path.Staged or a host array); it runs inside the
+        generation guard (it writes the decoder's prefill buffers), on the decoder's stream, and its bytes
+        (ids, pixel_values) are added to step 0's record. Each record's `seconds` is measured inside this
+        loop, from resuming after the previous yield to the decoder handing over the token (step 0: from t0,
+        the prompt path included), so whatever the consumer does between tokens is never counted."""
+        max_new_tokens, stop = check_max_new_tokens(max_new_tokens), check_stop(stop, self.folder.vocab_size)
+        stop = set(self.folder.eos_token_ids) if stop is None else stop
         detok = self.processor.stream_decoder() if self.processor else None
         clock, records = time.perf_counter, self.transfers.steps
-        tokens = self.decoder.generate(x, max_new_tokens, Sampler(params))
+        prompt_bytes = self.transfers.fixed([])
+
+        def run():
+            nonlocal prompt_bytes
+            self.timer.start(t0)
+            prompt_bytes = self.transfers.begin()
+            try:
+                with self.prompt.on_stream():
+                    x = stage()
+            finally:
+                self.transfers.end()
+            self._prompt_len = x.length if hasattr(x, "length") else x.shape[1]
+            self._check_length(self._prompt_len, max_new_tokens)
+            yield from self.decoder.generate(x, max_new_tokens, Sampler(params))
+
+        tokens = self._guard.tokens(run())  # PipelineBusyError / StaleStreamError instead of a shared cache
         with contextlib.closing(tokens):  # an abandoned stream ends the decoder's generation now
             start = t0
             for step, token in enumerate(tokens):
@@ -274,7 +279,8 @@ class Pipeline:
                 # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
                 text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
                 b = records[step]
-                yield StepRecord(step, token, text, now - start, clock() - now, b.h2d, b.d2h, b.kv, prompt_len + step)
+                yield StepRecord(step, token, text, now - start, clock() - now, b.h2d, b.d2h, b.kv,
+                                 self._prompt_len + step)
                 if token in stop:
                     return
                 start = clock()

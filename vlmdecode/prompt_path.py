@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .buffers import Buffer, allocate
+from .pipestate import FeatureCache
 
 PHASES = ("processor", "vision", "embedding", "prefill", "first_pick")
 LOGITS_ROWS_STEP = 64  # unpruned prefill logits grow in multiples of this many rows
@@ -142,7 +143,7 @@ class PromptPath:
         self.device = decoder.device
         self.buffers: PrefillBuffers | None = getattr(decoder, "prefill_buffers", None)
         self.transfers = decoder.transfers
-        self.features: dict[str, object] = {}  # sha256 of pixel_values -> features (numpy on cpu, CuPy on cuda)
+        self.features = FeatureCache()  # sha256 of pixel_values -> features (numpy on cpu, CuPy on cuda), LRU
         self.vision_runs = 0
         self._pixels: dict[tuple, Buffer] = {}
         self._ro = _run_options(self.device)
@@ -165,16 +166,18 @@ class PromptPath:
         h = hashlib.sha256(f"{px.shape}{px.dtype}".encode())
         h.update(px)  # the array's buffer, no copy
         key = h.hexdigest()
-        if key in self.features:
-            return self.features[key]
+        feats = self.features.get(key)
+        if feats is not None:
+            return feats
         if self.buffers is None:
             v = self.folder.vision
-            self.features[key] = self.vision.run([v.outputs["image_features"]], {v.inputs["pixel_values"]: px})[0]
+            feats = self.vision.run([v.outputs["image_features"]], {v.inputs["pixel_values"]: px})[0]
         else:
             with self.on_stream():
-                self.features[key] = self._vision(px)
+                feats = self._vision(px)
+        self.features.put(key, feats)
         self.vision_runs += 1
-        return self.features[key]
+        return feats
 
     def _vision(self, px: np.ndarray):
         v = self.folder.vision
