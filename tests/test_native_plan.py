@@ -274,13 +274,19 @@ def test_primitive_and_contrib_forms_give_the_same_plan(folders, layout, form):
         for f in dataclasses.fields(LayerPlan):
             va, vb = getattr(a, f.name), getattr(b, f.name)
             np.testing.assert_array_equal(va, vb) if isinstance(va, np.ndarray) else (va == vb or pytest.fail(f.name))
-    ort_sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x, want = ort_prefill(model, folder)
+    dec = NumpyDecoder(plan, 256, np.float64)
+    np.testing.assert_allclose(dec.forward(x, dec.new_cache()), want, atol=1e-4)
+
+
+def ort_prefill(model, folder):
+    """(prompt embeddings [S, H], onnxruntime CPU logits [S, V]) of an edited fp32 tiny decoder."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     x = Reference.load(folder).embed(prompt_ids()).astype(np.float32)
     feeds = {"inputs_embeds": x, "attention_mask": np.ones((1, PROMPT), np.int64),
              "position_ids": np.arange(PROMPT)[None]}
-    feeds |= {i.name: np.zeros((1, 2, 256, 16), np.float32) for i in ort_sess.get_inputs() if i.name.startswith("past")}
-    dec = NumpyDecoder(plan, 256, np.float64)
-    np.testing.assert_allclose(dec.forward(x[0], dec.new_cache()), ort_sess.run(["logits"], feeds)[0][0], atol=1e-4)
+    feeds |= {i.name: np.zeros((1, 2, 256, 16), np.float32) for i in sess.get_inputs() if i.name.startswith("past")}
+    return x[0], sess.run(["logits"], feeds)[0][0]
 
 
 # ---- refusals ------------------------------------------------------------------------------------------
@@ -386,3 +392,33 @@ def test_plan_sizes():
     p = DecoderPlan("x.onnx", "embeds", np.dtype(np.float16), 64, 4, 2, 16, 128, 320, 1e-6, 0.25, None, None, None,
                     None, layers, z[0], z, 7)
     assert (p.q_size, p.kv_size, p.num_layers, p.kv_capacities(256)) == (64, 32, 2, (16, 256))
+
+
+# ---- model variants ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["unfused", "fused-cuda"])
+@pytest.mark.parametrize("change", [{"num_kv_heads": 1}, {"final_logit_softcap": 5.0}])
+def test_single_kv_head_and_final_softcap(tmp_path, layout, change):
+    """One KV head (Gemma 3 1B: its per-head k norm is a norm over the whole K width) and a logit soft-cap."""
+    folder = build_fixture(preset("tiny", layout=layout, **change), tmp_path / "f")
+    plan = recognise(folder / "text" / "decoder.onnx")
+    assert plan.num_kv_heads == change.get("num_kv_heads", 2)
+    assert plan.final_softcap == change.get("final_logit_softcap")
+    tokens, want, x, _ = reference_run(folder, "ids")
+    got_tokens, got = NumpyDecoder(plan, 256, np.float64).greedy(x, STEPS)
+    np.testing.assert_array_equal(got_tokens, tokens)
+    assert np.abs(got - want).max() / np.abs(want).max() < TOL["fp32"]
+
+
+def test_attention_softcap_matches_onnxruntime(folders):
+    """GroupQueryAttention's softcap attribute (Gemma 2 style) reaches the plan and the executor."""
+    e = Edit(folders["fused", "fp32"] / "decoder.onnx")
+    for nd in e.m.graph.node:
+        if nd.op_type == "GroupQueryAttention":
+            nd.attribute.append(helper.make_attribute("softcap", 0.5))
+    plan = recognise(e.m)
+    assert plan.attn_softcap == 0.5
+    x, want = ort_prefill(e.m, folders["fused", "fp32"])
+    dec = NumpyDecoder(plan, 256, np.float64)
+    np.testing.assert_allclose(dec.forward(x, dec.new_cache()), want, atol=1e-4)
+    base = NumpyDecoder(recognise(folders["fused", "fp32"] / "decoder.onnx"), 256, np.float64)
+    assert np.abs(base.forward(x, base.new_cache()) - want).max() > 1e-2  # the cap changes the logits
