@@ -25,8 +25,9 @@ EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_REGRESSION = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 COMMANDS = ("demo", "build-fixture", "generate", "bench")
 # exceptions that mean the input (arguments, files, model folder, environment) was unusable
-BAD_INPUT = (ValueError, LookupError, FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
-             NotADirectoryError, ImportError, RuntimeError)
+# (with CudaUnavailableError: CUDA asked for and unusable); anything else is an internal error
+BAD_INPUT = (ValueError, FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError,
+             ImportError)
 
 
 def _print_result(r, label: str) -> None:
@@ -102,8 +103,17 @@ def cmd_bench(args) -> int:
         return EXIT_REGRESSION if table["regression"].any() else EXIT_OK
     from .fixture.cache import cache_dir
 
-    out = bench.results_dir(args.out, args.tag, force=args.force)
-    print(f"results: {out / args.tag}.csv, .json", flush=True)
+    tag = "ttft" if args.ttft and args.tag == "bench" else args.tag
+    out = bench.results_dir(args.out, tag, force=args.force)
+    print(f"results: {out / tag}.csv, .json", flush=True)
+    if args.ttft:
+        from . import ttft
+
+        rows = ttft.run_ttft(presets=args.presets, devices=args.devices, modes=args.modes, contexts=args.contexts,
+                             repeats=args.repeats, peer=not args.no_peer, out_dir=out, root=cache_dir(),
+                             layouts=args.layouts, tag=tag)
+        print(rows.to_string(index=False))
+        return EXIT_OK
     rows = bench.run_matrix(presets=args.presets, devices=args.devices, modes=args.modes, contexts=args.contexts,
                             new_tokens=args.new_tokens, repeats=args.repeats, peer=not args.no_peer,
                             out_dir=out, root=cache_dir(), layouts=args.layouts, tag=args.tag, force=True,
@@ -117,6 +127,12 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def ttft_modes() -> list:
+    from .ttft import CPU_MODES, CUDA_MODES
+
+    return list(dict.fromkeys(CPU_MODES + CUDA_MODES))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -170,9 +186,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--no-peer", action="store_true")
     r.add_argument("--layouts", nargs="+", default=["unfused"], help="decoder layouts to build and time")
-    r.add_argument("--tag", default="bench", help="results file stem: OUT/TAG.csv, OUT/TAG.json")
+    r.add_argument("--tag", default="bench", help="results file stem: OUT/TAG.csv, OUT/TAG.json (--ttft: ttft)")
     r.add_argument("--out", default=None, help="results folder (default: a new timestamped folder under the cache)")
     r.add_argument("--force", action="store_true", help="overwrite OUT/TAG.csv and OUT/TAG.json if they exist")
+    r.add_argument("--ttft", action="store_true",
+                   help="time to first token by phase, text and image prompts, beside onnxruntime-genai "
+                        "(vlmdecode.ttft; modes: " + " ".join(ttft_modes()) + ")")
     c = bsub.add_parser("compare", parents=[common])
     c.add_argument("base")
     c.add_argument("new")
@@ -195,7 +214,9 @@ def _outcome(e: BaseException) -> tuple[int, str]:
         return EXIT_BROKEN_PIPE, "stdout was closed before the output ended"
     if isinstance(e, MemoryError):
         return EXIT_INTERNAL, f"out of memory ({_one_line(e)}); rerun with --debug for the traceback"
-    if isinstance(e, BAD_INPUT):
+    from .sessions import CudaUnavailableError
+
+    if isinstance(e, (*BAD_INPUT, CudaUnavailableError)):
         return EXIT_BAD_INPUT, f"error: {_one_line(e)}"
     if not isinstance(e, Exception):  # SystemExit from a handler, GeneratorExit: not ours to swallow
         raise e
