@@ -152,7 +152,7 @@ class NativeDecoder(Decoder):
         self.resid = z((2, H))  # ping-pong residual stream
         self.qkv, self.attn_out, self.o_out = z((nq + 2 * nkv) * D), z(nq * D), z(H)
         self.attn_part = z(nq * splits * (D + 2))
-        self.counters = z(plan.num_layers * nkv, cp.int32)
+        self.attn_counter = z(plan.num_layers * nkv, cp.int32)  # attention combine counters
         self.m, self.dpart = z(plan.intermediate), z((self.ksd, H))
         self.logits = z(plan.vocab, cp.float16)
         self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
@@ -183,7 +183,7 @@ class NativeDecoder(Decoder):
                                      eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
                                      scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
-                                     counter=self.counters[l * nkv:(l + 1) * nkv], out=self.attn_out,
+                                     counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, prefetch=sh.attn_prefetch))
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
