@@ -66,6 +66,12 @@ def describe(folder: Path) -> None:
               f"{len(m.graph.node)} nodes; ops {dict(sorted(ops.items()))}\n")
         print("- inputs: " + "; ".join(squash([(i.name, dims(i)) for i in m.graph.input])))
         print("- outputs: " + "; ".join(squash([(o.name, dims(o)) for o in m.graph.output])))
+        if f == "model.onnx" and folder.name.startswith("builder"):
+            print("\nNode order outside the layers and in layer 0 (op: name without its /model/ prefix):\n")
+            print("- outside: " + ", ".join(f"{n.op_type}: {n.name.replace('/model/', '')}" for n in m.graph.node
+                                            if "/layers." not in n.name and n.op_type != "Constant"))
+            print("- layer 0: " + ", ".join(f"{n.op_type}: {n.name.replace('/model/layers.0/', '')}"
+                                            for n in m.graph.node if n.name.startswith("/model/layers.0/")))
         att = attention(m)
         if att:
             print("\nAttention nodes:\n")
