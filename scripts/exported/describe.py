@@ -45,7 +45,8 @@ def attention(model: onnx.ModelProto) -> list[str]:
             attrs = {k: (v.decode() if isinstance(v, bytes) else round(v, 6) if isinstance(v, float) else v)
                      for k, v in attrs.items()}
             ins = [i for i in node.input]
-            rows.append(f"- `{node.name}` {node.domain or 'ai.onnx'}.{node.op_type} {json.dumps(attrs, sort_keys=True)}; "
+            op = f"{node.domain or 'ai.onnx'}.{node.op_type}"
+            rows.append(f"- `{node.name}` {op} {json.dumps(attrs, sort_keys=True)}; "
                         f"inputs: {', '.join(i or '∅' for i in ins)}")
     return rows
 
@@ -105,7 +106,9 @@ def agree(a, b) -> str:
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if n is None and len(a) == len(b):
         return f"equal for all {len(a)}"
-    return f"first difference at step {n}" if n is not None else f"equal for {min(len(a), len(b))} (lengths {len(a)}, {len(b)})"
+    if n is not None:
+        return f"first difference at step {n}"
+    return f"equal for {min(len(a), len(b))} (lengths {len(a)}, {len(b)})"
 
 
 if __name__ == "__main__":
