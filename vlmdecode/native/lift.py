@@ -12,7 +12,7 @@ arithmetic give "ew", an elementwise function of one tensor that recognition cla
 Any node it cannot lift raises PlanError naming it, in graph order. What it is not: the decoder matcher
 (`recognise` walks these symbols) or a general ONNX evaluator (constant folding knows a dozen ops).
 
-Sym ops: input, const, mask, gather, ew, norm, headnorm, view, linear, add, mul, rotary, attn, attn_out,
+Sym ops: input, const, mask, gather, last (the last position, [B, 1, F]), ew, norm, headnorm, view, linear, add, mul, rotary, attn, attn_out,
 present, and the partial primitive-RMSNorm pieces ms, ms_eps, rms, inv_rms, normalized.
 """
 
@@ -121,6 +121,9 @@ class _Lifter:
 
     def op_Gather(self, i, ins, a):
         table, ids = ins
+        if table.op != "const" and ids.op == "const" and ids.value.shape == () and int(ids.value) == -1 \
+                and a.get("axis", 0) == 1:  # the last position of [B, S, H] (the builder's prune_lm_head)
+            return Sym("last", (table,), {}, {i}, table.feat)
         if table.op != "const" or table.value.ndim != 2 or ids.op != "input" or ids.attrs["dtype"].kind not in "iu" \
                 or a.get("axis", 0) != 0:
             self.fail(i, "is a Gather that is not the token embedding lookup (a constant [V, H] table by input ids)")
@@ -160,6 +163,13 @@ class _Lifter:
 
     def op_GatherBlockQuantized(self, i, ins, a):
         self.op_MatMulNBits(i, ins, a)
+
+    def op_Unsqueeze(self, i, ins, a):
+        x = ins[0]
+        axes = tuple(int(v) for v in (ins[1].value if len(ins) > 1 and ins[1] is not None else a.get("axes", ())))
+        if x.op != "last" or axes != (1,):
+            self.fail(i, "is an Unsqueeze other than the sequence axis of a last-position Gather")
+        return Sym("last", x.args, {"keepdims": True}, x.nodes | {i}, x.feat)
 
     def op_Split(self, i, ins, a):
         x = ins[0]

@@ -41,7 +41,14 @@ def recognise(path_or_model) -> DecoderPlan:
     """The DecoderPlan of a decoder ONNX file (or a folder holding decoder.onnx, or a ModelProto).
     PlanError names the first node the plan has no place for and why."""
     model, source = _load(path_or_model)
-    return _Matcher(lift(model), source).plan()
+    try:
+        lifted = lift(model)
+    except PlanError as e:
+        if not any(n.op_type == "GroupQueryAttention" for n in model.graph.node):
+            raise PlanError(f"{e} (this graph has no com.microsoft.GroupQueryAttention: attention written in "
+                            "standard ops, as optimum exports it, is not recognised)") from None
+        raise
+    return _Matcher(lifted, source).plan()
 
 
 def _cat(parts: list[Sym]) -> np.ndarray:
@@ -142,8 +149,14 @@ class _Matcher:
                 self.fail(y, "is an elementwise function of the logits other than a soft-cap c * tanh(x / c)")
             final_softcap, y = kind[1], y.args[0]
         head = self.linear(y, "the LM head")
-        final_norm = self.norm(head.args[0], "the final norm")
-        x, rev = head.args[0].args[0], []
+        h, last_only = head.args[0], False
+        if h.op == "last":  # only the last position's logits (prune_lm_head)
+            if not h.attrs.get("keepdims"):
+                self.fail(h, "drops the sequence axis before the LM head; the plan's logits are [B, 1, V]")
+            self.use(h)
+            h, last_only = h.args[0], True
+        final_norm = self.norm(h, "the final norm")
+        x, rev = h.args[0], []
         while x.op == "add":
             layer, x = self.layer(x)
             rev.append(layer)
@@ -151,8 +164,9 @@ class _Matcher:
         layers = [self.attention(k, parts) for k, parts in enumerate(reversed(rev))]
         if not layers:
             self.fail(x, "is where a decoder layer should start; the graph has none")
-        self.outputs(outs, layers)
-        return self.finish(drive, embed_scale, embed_table, layers, final_norm, head, final_softcap)
+        hidden = self.outputs(outs, h)
+        plan = self.finish(drive, embed_scale, embed_table, layers, final_norm, head, final_softcap)
+        return dataclasses.replace(plan, logits_last_only=last_only, hidden_output=hidden)
 
     def layer(self, x_out: Sym):
         post_ffn, x_mid = self.branch(x_out, "the MLP")
@@ -275,18 +289,24 @@ class _Matcher:
                 self.fail(att, f"(layer {idx}) does not read graph input past_key_values.{idx}.{which}")
             self.use(s)
 
-    def outputs(self, outs: list[str], layers):
-        atts = dict(enumerate(self.atts))
+    def outputs(self, outs: list[str], final: Sym) -> str | None:
+        """Check every graph output; returns the name of the one holding the final norm's output, if any."""
+        atts, hidden = dict(enumerate(self.atts)), None
         for name in outs:
             if name == "logits":
+                continue
+            if self.L.syms.get(name) is final and hidden is None:  # include_hidden_states
+                hidden = name
                 continue
             m = re.fullmatch(r"present\.(\d+)\.(key|value)", name)
             s = self.L.syms.get(name)
             if not m or int(m[1]) not in atts or s is None or s.op != "present" or s.args[0] is not atts[int(m[1])] \
                     or s.attrs["which"] != m[2]:
-                raise PlanError(f"graph output {name!r} has no place in the plan (expected logits and "
-                                f"present.<layer>.key/value of the layer's GroupQueryAttention)")
+                raise PlanError(f"graph output {name!r} has no place in the plan (expected logits, "
+                                f"present.<layer>.key/value of the layer's GroupQueryAttention, and optionally "
+                                f"the final norm's output)")
             self.use(s)
+        return hidden
 
     def embedding(self, x: Sym):
         self.use(x)
