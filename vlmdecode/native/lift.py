@@ -12,8 +12,9 @@ arithmetic give "ew", an elementwise function of one tensor that recognition cla
 Any node it cannot lift raises PlanError naming it, in graph order. What it is not: the decoder matcher
 (`recognise` walks these symbols) or a general ONNX evaluator (constant folding knows a dozen ops).
 
-Sym ops: input, const, mask, gather, last (the last position, [B, 1, F]), ew, norm, headnorm, view, linear, add, mul, rotary, attn, attn_out,
-present, and the partial primitive-RMSNorm pieces ms, ms_eps, rms, inv_rms, normalized.
+Sym ops: input, const, mask, gather, last (the last position, [B, 1, F]), ew, norm, headnorm, view, linear,
+add, mul, rotary, attn, attn_out, present, and the partial primitive-RMSNorm pieces ms, ms_eps, rms, inv_rms,
+normalized.
 """
 
 from __future__ import annotations
