@@ -517,3 +517,16 @@ def test_builder_vlm_export_decodes_genais_tokens_from_its_embeddings():
 def test_exports_the_plan_cannot_describe_are_refused(name, match):
     with pytest.raises(PlanError, match=match):
         recognise(EXPORTED / name / "model.onnx")
+
+
+def test_a_packed_matrix_split_in_order_is_not_copied():
+    from vlmdecode.native.recognise import _cat
+    from vlmdecode.native.symbols import Sym
+
+    w = np.arange(24.0).reshape(3, 8)
+    part = lambda s, e, parent=w: Sym("linear", attrs={"w": parent[:, s:e], "parent": parent, "cols": (s, e)})  # noqa: E731
+    assert _cat([part(0, 2), part(2, 5), part(5, 8)]) is w
+    for parts in ([part(2, 5), part(0, 2), part(5, 8)], [part(0, 2), part(2, 5)], [part(0, 2), part(2, 8, w.copy())]):
+        got = _cat(parts)
+        assert got is not w and not np.shares_memory(got, w)
+        np.testing.assert_array_equal(got, np.concatenate([p.attrs["w"] for p in parts], 1))

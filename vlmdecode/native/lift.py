@@ -35,7 +35,6 @@ class Lifted:
     model: onnx.ModelProto
     syms: dict  # value name -> Sym
     nodes: list  # the graph's NodeProtos, in order
-    consumers: dict  # value name -> [node index]
 
 
 # ---- the lifting pass -----------------------------------------------------------------------------------
@@ -88,7 +87,7 @@ class _Lifter:
             for name, s in zip(n.output, outs):
                 if name and s is not None:
                     self.syms[name] = s
-        return Lifted(None, self.syms, self.nodes, self.consumers)
+        return Lifted(None, self.syms, self.nodes)
 
     def lift(self, i, n, ins, a):
         op, dom = n.op_type, n.domain
@@ -186,8 +185,9 @@ class _Lifter:
         if sum(sizes) != x.feat:
             self.fail(i, f"splits {x.feat} columns into {sizes}")
         edges = np.cumsum([0] + sizes)
-        return [Sym("linear", x.args, {"w": x.attrs["w"][:, s:e], "wsym": x.attrs["wsym"]}, {i} | x.nodes, e - s)
-                for s, e in zip(edges[:-1], edges[1:])]
+        w = x.attrs["w"]
+        return [Sym("linear", x.args, {"w": w[:, s:e], "wsym": x.attrs["wsym"], "parent": w, "cols": (s, e)},
+                    {i} | x.nodes, e - s) for s, e in zip(edges[:-1], edges[1:])]
 
     def op_Reshape(self, i, ins, a):
         x, shape = ins
@@ -367,6 +367,8 @@ class _Lifter:
 _MS_ONLY = {"GroupQueryAttention", "SkipSimplifiedLayerNormalization", "FastGelu", "MatMulNBits",
             "GatherBlockQuantized"}
 _MS_OPS = _MS_ONLY | {"RotaryEmbedding", "SimplifiedLayerNormalization"}  # these two exist in both domains
+
+
 def lift(model: onnx.ModelProto) -> Lifted:
     """Every node of `model` lifted to a Sym (PlanError names the first that cannot be)."""
     out = _Lifter(model).run()

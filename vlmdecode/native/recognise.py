@@ -7,8 +7,10 @@ attention branch `post_attn_norm(o(attention))`), down to the embedding (inputs_
 or a Gather of input_ids, optionally scaled). Attention is com.microsoft.GroupQueryAttention: packed or
 separate Q/K/V, q/k norms as nodes or inside it, rotary as nodes or inside it, its lengths derived from
 attention_mask (probed: seqlens_k = sum(mask) - 1, total_sequence_length = mask.shape[1]). Layer i reads
-past_key_values.{i}.key/value and writes present.{i}.key/value. Every node must end up in the plan: one that
-does not raises PlanError naming it. What it is not: a converter of other architectures (no biases, no
+past_key_values.{i}.key/value and writes present.{i}.key/value. Accepted as well: a last-position Gather
+before the head (the builder's prune_lm_head: plan.logits_last_only) and the final norm's output as a graph
+output (include_hidden_states: plan.hidden_output). Every node must end up in the plan: one that does not
+raises PlanError naming it. What it is not: a converter of other architectures (no biases, no
 LayerNorm, no exact GELU, no int4), or a reader of genai_config.json.
 """
 
@@ -52,19 +54,13 @@ def recognise(path_or_model) -> DecoderPlan:
 
 
 def _cat(parts: list[Sym]) -> np.ndarray:
-    """Columns of several MatMuls side by side; a packed matrix that was split comes back as itself."""
-    ws = [p.attrs["w"] for p in parts]
-    base = ws[0].base
-    if isinstance(base, np.ndarray) and base.ndim == 2 and base.shape[1] == sum(w.shape[1] for w in ws):
-        addr, col = base.__array_interface__["data"][0], 0
-        for w in ws:
-            if w.base is not base or w.strides != base.strides or w.__array_interface__["data"][0] != addr:
-                break
-            col += w.shape[1]
-            addr += w.shape[1] * base.strides[1]
-        else:
-            return base
-    return np.concatenate(ws, axis=1)
+    """Columns of several MatMuls side by side; a packed matrix split in order comes back as itself."""
+    parent, col = parts[0].attrs.get("parent"), 0
+    for p in parts:
+        if parent is None or p.attrs.get("parent") is not parent or p.attrs["cols"][0] != col:
+            return np.concatenate([p.attrs["w"] for p in parts], axis=1)
+        col = p.attrs["cols"][1]
+    return parent if col == parent.shape[1] else np.concatenate([p.attrs["w"] for p in parts], axis=1)
 
 
 def _theta(cos: np.ndarray, sin: np.ndarray, head_dim: int) -> float:
@@ -104,8 +100,9 @@ class _Matcher:
         self.use(s)
         return s
 
-    def norm(self, s: Sym, role: str, feat_of=None) -> np.ndarray:
-        self.expect(s, "headnorm" if feat_of == "head" else "norm", role)
+    def norm(self, s: Sym, role: str, head: bool = False) -> np.ndarray:
+        """The effective weight of a norm (a per-head norm: head=True), its epsilon noted."""
+        self.expect(s, "headnorm" if head else "norm", role)
         self.use(s.attrs["wsym"])
         self.eps.append((s.attrs["eps"], s))
         return s.attrs["w"]
@@ -202,7 +199,7 @@ class _Matcher:
             s = s.args[0]
         w = None
         if s is not None and (s.op == "headnorm" or (s.op == "norm" and s.feat == head_dim)):
-            w = self.norm(s, f"the {role} norm", "head" if s.op == "headnorm" else None)
+            w = self.norm(s, f"the {role} norm", head=s.op == "headnorm")
             s = s.args[0]
         return self.linear(s, f"the {role} projection"), rot, w
 
