@@ -26,7 +26,9 @@ import numpy as np
 
 from . import modes
 from .devices import Device, parse_device
+from .genargs import check_embeds, check_ids, check_keywords, check_max_new_tokens, check_stop
 from .modelfolder import ModelFolder
+from .pipestate import FeatureCache, GenerationGuard
 from .processor import Processor
 from .sampling import Sampler, SamplingParams
 from .sessions import make_session
@@ -81,7 +83,8 @@ class Pipeline:
         self.decoder = decoder
         self.transfers: Transfers = decoder.transfers
         self.vision_runs = 0
-        self._features: dict[str, np.ndarray] = {}
+        self._features = FeatureCache()  # pixel_values sha256 -> image_features, LRU (pipestate)
+        self._guard = GenerationGuard()  # one KV cache: one generation at a time (pipestate)
         self.dtype = np.dtype(folder.info.dtype)
         if folder.embedding is not None:
             shape = folder.embedding.signature.inputs[folder.embedding.inputs["image_features"]][1]
@@ -95,11 +98,13 @@ class Pipeline:
         self._need_processor()
         px = self.processor.preprocess([image], dtype=self.dtype)
         key = hashlib.sha256(px.tobytes()).hexdigest()
-        if key not in self._features:
+        feats = self._features.get(key)
+        if feats is None:
             v = self.folder.vision
-            self._features[key] = self.vision.run([v.outputs["image_features"]], {v.inputs["pixel_values"]: px})[0]
+            feats = self.vision.run([v.outputs["image_features"]], {v.inputs["pixel_values"]: px})[0]
+            self._features.put(key, feats)
             self.vision_runs += 1
-        return self._features[key]
+        return feats
 
     def embed(self, input_ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
         """input_ids [1,S] (+ image_features) -> inputs_embeds [1,S,H] on the host."""
@@ -142,15 +147,13 @@ class Pipeline:
         return ids, self.embed(ids, feats)
 
     # ---- generation ----------------------------------------------------------------------------
-    def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, do_sample: bool = False,
-               temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
-               seed: int | None = None, stop=None, chat_template: bool = True):
+    def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, stop=None, chat_template: bool = True,
+               **kw):
         """Yield a StepRecord per generated token (see `generate` for the arguments)."""
         t0 = time.perf_counter()
+        params = SamplingParams(**check_keywords(kw, also=("stop", "chat_template")))
         ids, x = self.prepare(prompt, image, chat_template)
-        yield from self._generate(x, ids.shape[1], max_new_tokens, t0,
-                                  SamplingParams(do_sample=do_sample, temperature=temperature, top_k=top_k,
-                                                 top_p=top_p, min_p=min_p, seed=seed), stop)
+        yield from self._generate(x, ids.shape[1], max_new_tokens, t0, params, stop)
 
     def generate(self, prompt: str, image=None, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Hugging Face-style generate: greedy by default; do_sample with temperature/top_k/top_p/min_p/seed.
@@ -158,32 +161,31 @@ class Pipeline:
         stop: token ids that end generation (default: the model's eos ids; () never stops).
         """
         t0 = time.perf_counter()
-        ids, x = self.prepare(prompt, image, kw.pop("chat_template", True))
-        stop = kw.pop("stop", None)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
+        chat, stop = kw.pop("chat_template", True), kw.pop("stop", None)
+        params = SamplingParams(**check_keywords(kw, also=("stop", "chat_template")))
+        ids, x = self.prepare(prompt, image, chat)
+        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, params, stop))
         return self._result(steps, ids.shape[1], t0)
 
     def generate_from_embeds(self, inputs_embeds: np.ndarray, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Decode from user-supplied inputs_embeds [1,S,H] (onnxruntime-genai cannot take these)."""
-        x = np.asarray(inputs_embeds)
-        H = self.folder.info.hidden_size
         if self.folder.info.drive != "embeds":
             raise ValueError("generate_from_embeds needs a decoder driven by inputs_embeds; this one takes input_ids")
-        if x.ndim != 3 or x.shape[0] != 1 or x.shape[2] != H or x.shape[1] == 0:
-            raise ValueError(f"inputs_embeds must have shape [1, S>0, {H}], got {list(x.shape)}")
+        x = check_embeds(inputs_embeds, self.folder.info.hidden_size)
         t0 = time.perf_counter()
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x.astype(self.dtype), x.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
+        steps = list(self._generate(x.astype(self.dtype), x.shape[1], max_new_tokens, t0,
+                                    SamplingParams(**check_keywords(kw)), stop))
         return self._result(steps, x.shape[1], t0)
 
     def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
                           **kw) -> GenerationResult:
         """Decode from token ids [1,S] already formatted (no chat template, no image)."""
-        ids = np.asarray(input_ids, dtype=np.int64).reshape(1, -1)
+        ids = check_ids(input_ids, self.folder.vocab_size)
         t0 = _t0 if _t0 is not None else time.perf_counter()
         x = ids if self.folder.info.drive == "ids" else self.embed(ids, None)
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
+        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**check_keywords(kw)), stop))
         return self._result(steps, ids.shape[1], t0)
 
     def _result(self, steps, prompt_len, t0) -> GenerationResult:
@@ -199,13 +201,13 @@ class Pipeline:
 
         Each record's `seconds` is measured inside this loop, from resuming after the previous yield to the
         decoder handing over the token, so whatever the consumer does between tokens is never counted."""
-        if max_new_tokens <= 0:
-            raise ValueError(f"max_new_tokens must be > 0, got {max_new_tokens}")
+        max_new_tokens, stop = check_max_new_tokens(max_new_tokens), check_stop(stop, self.folder.vocab_size)
         self._check_length(prompt_len, max_new_tokens)
-        stop = set(self.folder.eos_token_ids if stop is None else stop)
+        stop = set(self.folder.eos_token_ids) if stop is None else stop
         detok = self.processor.stream_decoder() if self.processor else None
         clock, records = time.perf_counter, self.transfers.steps
         tokens = self.decoder.generate(x, max_new_tokens, Sampler(params))
+        tokens = self._guard.tokens(tokens)  # PipelineBusyError / StaleStreamError instead of a shared cache
         with contextlib.closing(tokens):  # an abandoned stream ends the decoder's generation now
             start = t0
             for step, token in enumerate(tokens):

@@ -325,7 +325,7 @@ class CudaDecoder(BoundDecoder):
 
     def _init_embedding_session(self) -> None:
         e = self.folder.embedding
-        self.embed_session = make_session(e.path, self.device, stream_ptr=self.stream_ptr)  # our stream: ordered
+        self.embed_session = make_session(e, self.device, stream_ptr=self.stream_ptr)  # our stream: ordered
         self.id_buf = allocate((1, 1), np.int64, self.device)
         shape = e.signature.inputs[e.inputs["image_features"]][1]
         self.empty_feats = allocate([0 if isinstance(d, str) else d for d in shape], self.dtype, self.device)
