@@ -51,6 +51,9 @@ MODES: tuple[Mode, ...] = (
     Mode("device", ("cuda",), "pipeline", True, "device",
          "graph replay with sampling and the next input written on the GPU; 8 bytes per token come back",
          "vlmdecode.decoders.cuda:build"),
+    Mode("native", ("cuda",), "pipeline", True, "device",
+         "our own CUDA kernels over the recognised plan (vlmdecode.native), the step one captured graph; "
+         "prefill through onnxruntime; 8 bytes per token come back", "vlmdecode.native.decoder:build"),
     Mode("device-session", ("cuda",), "bench", True, "device", "device mode embedding through the embedding session"),
     Mode("tokenid-graph", ("cuda",), "bench", True, "host", "graph mode on a decoder that takes input_ids"),
     Mode("genai", ("cpu",), "bench", False, "host", "onnxruntime-genai's generator on the CPU"),

@@ -23,7 +23,7 @@ from .fixture.config import LAYOUTS
 
 MODE_COLORS = {"naive": "tab:red", "naive-concat": "lightcoral", "resident": "tab:green", "eager": "tab:orange",
                "graph": "tab:blue", "device": "tab:purple", "device-session": "plum", "tokenid-graph": "tab:cyan",
-               "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
+               "native": "tab:olive", "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
 
 
 def _fig(figsize=(7, 3.5), ncols: int = 1):
