@@ -341,7 +341,7 @@ def test_image_tokens_must_match_features(pipes, image, monkeypatch):
         run(pipe, "<image_soft_token>", n=2)
     # features that do not line up with the prompt's soft tokens (a vision model with another count)
     feats = pipe.image_features(image)
-    monkeypatch.setattr(pipe, "image_features", lambda img: feats[:3])
+    monkeypatch.setattr(pipe.prompt, "image_features", lambda px: feats[:3])  # what generation calls
     with pytest.raises(ProcessorError, match="image tokens"):
         run(pipe, image=image, n=2)
 

@@ -124,7 +124,7 @@ def test_feature_cache_is_a_bounded_lru(model):
     images = [demo_image(32, seed=i) for i in range(FEATURE_CACHE_SIZE + 4)]
     for im in images:
         pipe.image_features(im)
-    assert len(pipe._features) == FEATURE_CACHE_SIZE and pipe.vision_runs == len(images)
+    assert len(pipe.prompt.features) == FEATURE_CACHE_SIZE and pipe.vision_runs == len(images)
     pipe.image_features(images[-1])  # recent: cached
     assert pipe.vision_runs == len(images)
     pipe.image_features(images[0])  # evicted: recomputed

@@ -102,8 +102,17 @@ def cmd_bench(args) -> int:
         return EXIT_REGRESSION if table["regression"].any() else EXIT_OK
     from .fixture.cache import cache_dir
 
-    out = bench.results_dir(args.out, args.tag, force=args.force)
-    print(f"results: {out / args.tag}.csv, .json", flush=True)
+    tag = "ttft" if args.ttft and args.tag == "bench" else args.tag
+    out = bench.results_dir(args.out, tag, force=args.force)
+    print(f"results: {out / tag}.csv, .json", flush=True)
+    if args.ttft:
+        from . import ttft
+
+        rows = ttft.run_ttft(presets=args.presets, devices=args.devices, modes=args.modes, contexts=args.contexts,
+                             repeats=args.repeats, peer=not args.no_peer, out_dir=out, root=cache_dir(),
+                             layouts=args.layouts, tag=tag)
+        print(rows.to_string(index=False))
+        return EXIT_OK
     rows = bench.run_matrix(presets=args.presets, devices=args.devices, modes=args.modes, contexts=args.contexts,
                             new_tokens=args.new_tokens, repeats=args.repeats, peer=not args.no_peer,
                             out_dir=out, root=cache_dir(), layouts=args.layouts, tag=args.tag, force=True,
@@ -117,6 +126,12 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def ttft_modes() -> list:
+    from .ttft import CPU_MODES, CUDA_MODES
+
+    return list(dict.fromkeys(CPU_MODES + CUDA_MODES))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -170,9 +185,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--no-peer", action="store_true")
     r.add_argument("--layouts", nargs="+", default=["unfused"], help="decoder layouts to build and time")
-    r.add_argument("--tag", default="bench", help="results file stem: OUT/TAG.csv, OUT/TAG.json")
+    r.add_argument("--tag", default="bench", help="results file stem: OUT/TAG.csv, OUT/TAG.json (--ttft: ttft)")
     r.add_argument("--out", default=None, help="results folder (default: a new timestamped folder under the cache)")
     r.add_argument("--force", action="store_true", help="overwrite OUT/TAG.csv and OUT/TAG.json if they exist")
+    r.add_argument("--ttft", action="store_true",
+                   help="time to first token by phase, text and image prompts, beside onnxruntime-genai "
+                        "(vlmdecode.ttft; modes: " + " ".join(ttft_modes()) + ")")
     c = bsub.add_parser("compare", parents=[common])
     c.add_argument("base")
     c.add_argument("new")

@@ -99,5 +99,9 @@ class FeatureCache:
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._mu:
+            self._items.clear()
+
     def __len__(self) -> int:
         return len(self._items)

@@ -35,6 +35,10 @@ class StepBytes:
         """Bytes of KV cache that crossed between host and device in this step."""
         return sum(n for what, n in self.by_what.items() if what.startswith("kv"))
 
+    def __add__(self, other: StepBytes) -> StepBytes:
+        """A new record holding both (e.g. the prompt path's copies and the prefill's, for step 0)."""
+        return StepBytes(self.h2d + other.h2d, self.d2h + other.d2h, self.by_what + other.by_what)
+
 
 class Transfers:
     """Counts bytes per step. `begin()` opens the next step; copies land in the open step."""

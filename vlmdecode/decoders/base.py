@@ -11,10 +11,14 @@ with a factory in `vlmdecode.modes`.
                                           resets the KV first; counts one `transfers` step
              step(x, reuse=False)         one input [1,1,H] | [[id]] -> logits [V]; counts one step
              stream_ptr: int | None       the CUDA stream the pipeline's other sessions must run on
+             prefill(prompt_path.Staged)  (bound decoders) the prompt the embedding model already wrote into
+                                          `prefill_buffers.x` on the device
     may override
              generate(x, n, sampler)      the loop below; a decoder that samples on the device replaces it
              begin_generation() / end_generation()   per-generation state (CUDA graph ids)
              counters() -> dict           e.g. eager/captured/replayed steps
+             timer                        a prompt_path.PhaseTimer the pipeline sets; `mark("prefill")` when the
+                                          prompt's run is done (before its logits are read), if it can
     gets     generation()                 context manager: begin ... end, also when abandoned
              generate(x, n, sampler)      generator of n token ids: prefill, then pick + step per token
              token_input(token, step)     the host input that feeds `token` back (embedding row or id)
@@ -48,6 +52,7 @@ from ..buffers import Buffer, allocate, host_array
 from ..devices import Device
 from ..kvcache import ConcatKV, FixedKV
 from ..modelfolder import ModelFolder
+from ..prompt_path import PrefillBuffers, Staged
 from ..transfers import Transfers
 
 
@@ -72,6 +77,12 @@ class Decoder:
 
     mode = "?"
     stream_ptr: int | None = None
+    timer = None  # prompt_path.PhaseTimer, set by the pipeline: TTFT by phase
+
+    def mark(self, phase: str) -> None:
+        """End of a TTFT phase (prompt_path.PHASES), when a timer is set."""
+        if self.timer is not None:
+            self.timer.mark(phase)
 
     def __init__(self, folder: ModelFolder, device: Device, transfers: Transfers | None, max_length: int | None):
         self.folder, self.device, self.info = folder, device, folder.info
@@ -184,6 +195,7 @@ class BoundDecoder(Decoder):
         if self.name_pos:
             moves.append(("h2d", 8, "position"))
         self.step_bytes = self.transfers.fixed(moves)
+        self.prefill_buffers = PrefillBuffers(self)  # the prompt's buffers, reused by every prefill
 
     # ---- binding ---------------------------------------------------------------------------
     def _bind_step(self, io) -> None:
@@ -205,56 +217,44 @@ class BoundDecoder(Decoder):
         return ro
 
     def reset(self) -> None:
-        """Forget the sequence: position 0, mask cleared (one host write of the mask)."""
+        """Forget the sequence: position 0, mask cleared on the device (no host copy)."""
         self.kv.reset()
-        self.transfers.upload(self.mask, np.zeros(self.max_length, np.int64), "mask")
+        self.mask.fill(0)
 
     # ---- prefill ---------------------------------------------------------------------------
     def prefill(self, x, reuse: bool = False) -> np.ndarray:
         """Run the prompt; return the last position's logits [V] on the host (reuse: see module docstring)."""
         self.transfers.begin()
         try:
-            logits, S = self.prefill_on_device(x)
-            return self._read_logits(logits, offset=(S - 1) * self.vocab, reuse=reuse, count=True)
+            logits, last = self.prefill_on_device(x)
+            self.mark("prefill")
+            return self._read_logits(logits, offset=last, reuse=reuse, count=True)
         finally:
             self.transfers.end()
 
     def prefill_on_device(self, x) -> tuple[Buffer, int]:
-        """Run the prompt (uncaptured). x: host array [1,S,H] / ids [1,S], or an OrtValue on the device.
+        """Run the prompt (uncaptured) over the reused prefill buffers (prompt_path.PrefillBuffers).
 
-        Returns the logits buffer [1,S,V] (left on the device) and S. Copies land in the open transfers step.
+        x: host array [1,S,H] / ids [1,S] (uploaded), an OrtValue on the device, or `Staged` (the embedding
+        model already wrote it into the prefill input buffer). Returns the logits buffer (left on the device)
+        and the element offset of the last position's row in it. Copies land in the open transfers step.
         """
-        self.reset()
-        S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
+        if isinstance(x, Staged):
+            S = x.length
+        else:
+            S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
         if S <= 0 or S >= self.max_length:
             raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}")
-        io = self.session.io_binding()
-        keep = []  # buffers bound by address must outlive the run
-        if isinstance(x, np.ndarray):
-            buf = allocate(x.shape, x.dtype, self.device)
-            self.transfers.upload(buf, x, "prompt")
-            buf.bind_input(io, self.name_x)
-            keep.append(buf)
-        else:
-            io.bind_ortvalue_input(self.name_x, x)
-        self.transfers.upload(self.mask, np.ones(S, np.int64), "mask")
-        self.mask.bind_input(io, self.name_mask, shape=(1, S))  # [1, current length] for the prompt
-        if self.name_pos:
-            pos = allocate((1, S), np.int64, self.device)
-            self.transfers.upload(pos, np.arange(S, dtype=np.int64), "position")
-            pos.bind_input(io, self.name_pos)
-            keep.append(pos)
-        logits = allocate((1, S, self.vocab), self.dtype, self.device)
-        logits.bind_output(io, self.name_logits)
-        self.kv.bind(io, self.past_names, self.present_names)
+        self.kv.reset()
+        io = self.prefill_buffers.bind(x, S)
         self.session.run_with_iobinding(io, self._run_options(-1))
         if isinstance(self.kv, ConcatKV):
             self.kv.take_presents(io.get_outputs(), 1)
-        else:
+        elif not self.prefill_buffers.checked:  # the KV bindings never change: checking once is enough
             self.check_kv_outputs(io)
+            self.prefill_buffers.checked = True
         self.kv.advance(S)
-        self._prefill_keep = keep
-        return logits, S
+        return self.prefill_buffers.logits, self.prefill_buffers.last_row(S)
 
     def check_kv_outputs(self, io) -> None:
         """Structural guard: every present output is our KV buffer, on our device (never host memory)."""

@@ -13,7 +13,7 @@ CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so k
 replays are ordered without host syncs; device mode also sets
 `disable_synchronize_execution_providers` and syncs only when it reads token ids (every
 `sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are
-checked in `check_mode` with errors that state the contract. Not here: the prompt path (pipeline).
+checked in `check_mode` with errors that state the contract. Not here: the prompt path (prompt_path).
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
@@ -364,12 +364,13 @@ class CudaDecoder(BoundDecoder):
             tr.steps.clear()
             with self.stream:
                 tr.begin()
-                logits, S = self.prefill_on_device(x)
-                self.t_dev.write_scalar(S)  # staged: the previous generation's copy ran (its ring was read)
+                logits, last = self.prefill_on_device(x)
+                self.mark("prefill")
+                self.t_dev.write_scalar(self.kv.position)  # staged: the previous generation's copy ran
                 tr.note("h2d", 8, "position")
                 tr.note("d2h", 8, "token")
                 tr.end()
-                self._pick(logits, (S - 1) * self.vocab, 0, sampler, 0)
+                self._pick(logits, last, 0, sampler, 0)
             pending, done = 1, 0
             while True:
                 if pending == k or done + pending == max_new_tokens:
