@@ -42,6 +42,7 @@ class FakeOrt:
         self.kv = FixedKV(info.num_layers, info.num_kv_heads, info.head_size, self.max_length, np.float16,
                           self.device)
         self.ref = self.cache = None
+        self.prefill_buffers = None  # the prompt path's staging (not used here)
 
     def prefill_on_device(self, x):
         self.kv.reset()
@@ -56,7 +57,7 @@ class FakeOrt:
         self.kv.advance(S)
         buf = allocate((1, S, logits.shape[1]), np.float16, self.device)
         buf.array[0] = logits.astype(np.float16)
-        return buf, S
+        return buf, (S - 1) * logits.shape[1]  # the logits and the offset of the last row
 
 
 @pytest.fixture
