@@ -178,7 +178,7 @@ def test_genai_runs_the_pruned_folder_to_the_same_tokens(folders, image):
 
 def test_prompt_sessions_do_not_spin_into_the_prefill(folders):
     """Vision and embedding run once per prompt: their intra-op threads sleep after a run instead of spinning
-    on (on 2 cores a spinning vision pool took ~1/3 of the next prefill's CPU time); the decoder spins."""
+    on, taking CPU from the decoder's prefill that follows; the decoder's threads spin as before."""
     pipe = vlmdecode.load(folders["full"], "cpu")
     key = "session.intra_op.allow_spinning"
     for sess in (pipe.vision, pipe.embedding):
