@@ -29,8 +29,8 @@ import pandas as pd
 
 import vlmdecode
 from vlmdecode import plots
-from vlmdecode.cli import ensure_fixture
 from vlmdecode.explore import parity, tables
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.processor import demo_image
 
 PRESET, ATTENTION, DTYPE = "tiny", "gqa", "fp32"

@@ -30,9 +30,9 @@ from IPython.display import display
 
 import vlmdecode
 from vlmdecode import plots
-from vlmdecode.cli import ensure_fixture
 from vlmdecode.devices import gpu_available
 from vlmdecode.explore import parity, results
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.processor import demo_image
 
 PROMPT, STEPS = "Describe the image.", 24

@@ -30,8 +30,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from vlmdecode import plots
-from vlmdecode.cli import ensure_fixture
 from vlmdecode.explore import residency, results
+from vlmdecode.fixture.cache import ensure_fixture
 
 CONTEXTS = [8, 32, 64, 128, 200]
 NEW_TOKENS = 16

@@ -28,10 +28,12 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 from vlmdecode import plots
 from vlmdecode.devices import gpu_available
 from vlmdecode.explore import results, widget
+from vlmdecode.ttft import ttft_table
 
 ROOT = Path(tempfile.mkdtemp())
 pd.set_option("display.width", 160)
@@ -148,6 +150,22 @@ if gpu_available():
     plt.show()
 else:
     print("no GPU here: the bars above are the recorded H200 run")
+
+# %% [markdown]
+# ## Time to first token by phase
+# `data/results/h200_ttft*.csv` (`vlmdecode bench run --ttft`, `vlmdecode.ttft`): a 1024-token text prompt and
+# an image prompt (256 soft tokens for gemma3-1b, as Gemma 3) from the same ids and pixel_values on both
+# sides; our phases from CUDA events on the decoder's stream beside onnxruntime-genai's prompt call (its
+# vision + embedding + prefill) and first pick. Ratios < 1: faster than onnxruntime-genai graph.
+
+# %%
+ttft_rows = results.load_results("h200_ttft*.csv")
+if "ttft_ms" not in ttft_rows or ttft_rows["ttft_ms"].dropna().empty:
+    print("time to first token on the H200: not measured (no data/results/h200_ttft*.csv yet)")
+else:
+    display(ttft_table(ttft_rows).round(3))
+plots.plot_ttft_phases(ttft_rows, title="time to first token by phase (H200)")
+plt.show()
 
 # %% [markdown]
 # ## Explorer

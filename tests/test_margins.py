@@ -30,8 +30,8 @@ def tiny(tmp_path_factory):
 
 
 def test_fp16_cannot_flip_a_token(report):
-    # measured (seed 36): min margin 0.062 at step 39, max fp16 error 0.0045, ratio 6.8; SAFETY = 4
-    # leaves room for CUDA's fp16 kernels, whose rounding differs from onnxruntime CPU's
+    # recorded figures: data/results/tiny_margin_report.json; SAFETY = 4 leaves room for CUDA's fp16 kernels,
+    # whose rounding differs from onnxruntime CPU's
     assert report["seed"] == preset("tiny").seed and report["steps"] == STEPS and report["prompt"] == PROMPT
     assert report["min_margin"] > 0 and report["max_fp16_error"] > 0
     assert report["ratio"] == pytest.approx(report["min_margin"] / (2 * report["max_fp16_error"]))

@@ -13,9 +13,9 @@ import pytest
 
 import vlmdecode
 from vlmdecode import plots as P
-from vlmdecode.cli import ensure_fixture
 from vlmdecode.devices import gpu_available
 from vlmdecode.explore import parity, residency, results, tables, widget
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.processor import demo_image
 
 PROMPT = "Describe the image."
@@ -173,7 +173,7 @@ def test_predicted_bytes(dirs):
     from vlmdecode.modelfolder import ModelFolder
 
     f = ModelFolder.load(dirs["gqa"])
-    H, V = f.info.hidden_size, residency.folder_vocab(f)
+    H, V = f.info.hidden_size, f.vocab_size
     assert residency.predicted_bytes(f, "resident", 10) == {"h2d": H * 4 + 16, "d2h": V * 4, "kv": 0}
     assert residency.predicted_bytes(f, "device", 10) == {"h2d": 0, "d2h": 8, "kv": 0}
     i = f.info
@@ -190,7 +190,7 @@ def test_trajectories_parity_and_errors(dirs):
     img = demo_image(32)
     t, lg = parity.cpu_trajectory(pipe, PROMPT, img, 8)
     rt, rl = parity.reference_trajectory(dirs["gqa"], PROMPT, img, 8)
-    assert t.shape == (8,) and lg.shape == (8, residency.folder_vocab(pipe.folder))
+    assert t.shape == (8,) and lg.shape == (8, pipe.folder.vocab_size)
     assert t.tolist() == pipe.generate(PROMPT, image=img, max_new_tokens=8, stop=()).tokens
     p = parity.parity_table(cpu=t, reference=rt, genai=None)
     assert list(p.columns) == ["step", "cpu", "reference", "equal"]  # None is left out

@@ -7,17 +7,44 @@ place; nothing is ever reallocated or copied, and the addresses stay fixed (capt
 `ConcatKV` ("concat" layout, standard ops): the graph returns present = Concat(past, new), so each
 step's present OrtValues (left where onnxruntime allocated them) are bound as the next step's past.
 No host round trip, but the addresses change every step, so it cannot be graph-captured.
+
+`HostKV` (the naive loop): numpy arrays handed to `session.run` and replaced by its outputs
+every step, so the whole cache crosses the host/onnxruntime boundary twice per step.
+
+Every cache owns its position (tokens held; the next token is written at that index): `position`
+is read-only, `advance(n)` moves it after a run wrote n rows, `reset()` forgets the sequence.
+Nothing outside the cache writes it. Not here: binding policy and masks (decoders/).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .decoders.buffers import allocate
+from .buffers import allocate
 from .devices import Device
 
 
-class FixedKV:
+class _Position:
+    """The position bookkeeping every cache shares; `limit` None: no fixed capacity (Concat grows)."""
+
+    limit: int | None = None
+    _position = 0
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def advance(self, n: int = 1) -> int:
+        """The run just written n new rows: move past them. Returns the new position."""
+        new = self._position + n
+        if n < 1 or (self.limit is not None and new > self.limit):
+            raise ValueError(f"advance({n}) from position {self._position}: n must be >= 1 and the position "
+                             f"stay <= capacity {self.limit}")
+        self._position = new
+        return new
+
+
+class FixedKV(_Position):
     layout = "shared"
 
     def __init__(self, n_layers: int, kv_heads: int, head_dim: int, max_length: int, dtype, device: Device,
@@ -25,8 +52,7 @@ class FixedKV:
         shape = (batch, kv_heads, max_length, head_dim)
         self.keys = [allocate(shape, dtype, device) for _ in range(n_layers)]
         self.values = [allocate(shape, dtype, device) for _ in range(n_layers)]
-        self.max_length = max_length
-        self.position = 0  # tokens held; the next token is written at this index
+        self.max_length = self.limit = max_length
 
     @property
     def nbytes(self) -> int:
@@ -44,10 +70,10 @@ class FixedKV:
             v.bind_output(io, nv)
 
     def reset(self) -> None:
-        self.position = 0
+        self._position = 0
 
 
-class ConcatKV:
+class ConcatKV(_Position):
     layout = "concat"
 
     def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype, device: Device, batch: int = 1):
@@ -56,7 +82,6 @@ class ConcatKV:
         self.dtype = np.dtype(dtype)
         self.n_layers = n_layers
         self.values_ov: list = []
-        self.position = 0
         self.reset()
 
     def reset(self) -> None:
@@ -67,7 +92,7 @@ class ConcatKV:
                                                              self.device.index)
                  for _ in range(2 * self.n_layers)]
         self.values_ov = empty
-        self.position = 0
+        self._position = 0
 
     @property
     def nbytes(self) -> int:
@@ -83,3 +108,28 @@ class ConcatKV:
     def take_presents(self, outputs: list, first: int) -> None:
         """outputs: io.get_outputs(); presents are outputs[first:] as k0, v0, k1, v1, ..."""
         self.values_ov = list(outputs[first: first + 2 * self.n_layers])
+
+
+class HostKV(_Position):
+    """numpy K and V per layer ([B, kv_heads, P, head_dim]; P = max_length for the fixed-buffer
+    `gqa` graph, 0 and growing for `onnx`) that travel through `session.run` every step."""
+
+    layout = "host"
+
+    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype, fixed_length: int, batch: int = 1):
+        self.shape = (batch, kv_heads, fixed_length, head_dim)
+        self.dtype = np.dtype(dtype)
+        self.n_layers = n_layers
+        self.reset()
+
+    def reset(self) -> None:
+        self.arrays = [np.zeros(self.shape, self.dtype) for _ in range(2 * self.n_layers)]  # k0, v0, k1, ...
+        self._position = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+    def take(self, outputs: list) -> None:
+        """The presents session.run returned (k0, v0, ...) become the next run's past."""
+        self.arrays = list(outputs)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .foldercheck import check_folder, inside, kind_of
+
 CONFIG_NAME = "genai_config.json"
 _ONNX_DTYPES = {1: np.float32, 10: np.float16, 7: np.int64, 6: np.int32, 16: "bfloat16"}
 
@@ -172,7 +174,9 @@ def _resolve(root: Path, filename, where: str = "") -> Path:
         if not path.is_relative_to(root.resolve()):
             raise ModelFolderError(f"{CONFIG_NAME}: {where}filename {filename!r} escapes the model folder {root}")
         if not path.is_file():
-            raise ModelFolderError(f"{CONFIG_NAME}: {where}file {filename!r} does not exist in {root}")
+            kind = kind_of(path)
+            what = "does not exist" if kind == "missing" else f"is a {kind}, not a regular file"
+            raise ModelFolderError(f"{CONFIG_NAME}: {where}file {filename!r} {what} in {root}")
     except (OSError, ValueError, RuntimeError) as e:  # NUL bytes, names too long, symlink loops
         if isinstance(e, ModelFolderError):
             raise
@@ -211,10 +215,12 @@ def _require(comp: Component, names, where: str) -> None:
 
 def _load(root: Path) -> ModelFolder:
     if not root.is_dir():
-        raise ModelFolderError(f"model folder {root} does not exist or is not a directory")
-    cfg_path = root / CONFIG_NAME
-    if not cfg_path.is_file():
+        kind = kind_of(root)
+        raise ModelFolderError(f"model folder {root} " + ("does not exist" if kind == "missing" else
+                                                           f"is a {kind}, not a directory"))
+    if kind_of(root / CONFIG_NAME) == "missing":
         raise ModelFolderError(f"{root} has no {CONFIG_NAME}")
+    cfg_path = inside(root, CONFIG_NAME)
     try:
         cfg = json.loads(cfg_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
@@ -302,9 +308,11 @@ def _load(root: Path) -> ModelFolder:
     image_token = cfg["model"].get("image_token_id")
     if vision is not None and (not isinstance(image_token, int) or isinstance(image_token, bool)):
         raise ModelFolderError(f"{CONFIG_NAME}: model.image_token_id (int) is required with a vision section")
-    return ModelFolder(
+    folder = ModelFolder(
         root=root, model_type=model_type, decoder=dec, info=info, vision=vision, embedding=embedding,
         max_length=max_length, bos_token_id=_get(cfg, "model.bos_token_id", int), eos_token_ids=eos,
         pad_token_id=_get(cfg, "model.pad_token_id", int), image_token_id=image_token,
         vocab_size=vocab_size, raw=cfg,
     )
+    check_folder(folder)  # what would fail later inside onnxruntime (foldercheck)
+    return folder

@@ -10,6 +10,7 @@
     plot_recorded_cpu_latency(df)         recorded CPU ms per step vs context, one line per mode
     plot_launch_floor(df)                 replayed-graph time vs kernel count, with the fitted slope
     plot_step_times(ms)                   per-step time of one generation
+    plot_ttft_phases(df)                  time to first token by phase and mode, ours beside genai's
 
 Inputs are the DataFrames of the `vlmdecode.explore` modules. A value that was never measured (NaN) is
 never drawn (no bar, no point; never a stand-in such as 0 or 1); empty inputs give an axis with a
@@ -26,7 +27,7 @@ from .fixture.config import LAYOUTS
 
 MODE_COLORS = {"naive": "tab:red", "naive-concat": "lightcoral", "resident": "tab:green", "eager": "tab:orange",
                "graph": "tab:blue", "device": "tab:purple", "device-session": "plum", "tokenid-graph": "tab:cyan",
-               "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
+               "native": "tab:olive", "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
 
 
 def _fig(figsize=(7, 3.5), ncols: int = 1):
@@ -303,4 +304,43 @@ def plot_step_lines(df: pd.DataFrame, title: str = "per-step decode time (live)"
     ax.set_xlabel("generated token (step 0 includes the prefill)")
     ax.set_ylabel("ms per step")
     ax.set_title(title)
+    return fig
+
+
+PHASE_COLORS = {"processor": "tab:olive", "vision": "tab:pink", "embedding": "tab:cyan", "prefill": "tab:blue",
+                "first_pick": "tab:orange", "other": "lightgray"}
+
+
+def plot_ttft_phases(df: pd.DataFrame, title: str = "time to first token by phase"):
+    """df: vlmdecode.ttft rows. One panel per (preset, layout, prompt); a stacked bar per mode: our phases
+    (`*_ms`), genai's prompt call (vision + embedding + prefill, drawn as prefill) and first pick; the rest
+    of the measured TTFT (host time between phases) as "other"."""
+    from .prompt_path import PHASES
+
+    d = df[df["ttft_ms"].notna()] if len(df) and "ttft_ms" in df else pd.DataFrame()
+    keys = list(dict.fromkeys(zip(d["preset"], d["layout"], d["prompt"]))) if len(d) else []
+    fig, axes = _fig((5 * max(1, len(keys)), 3.8), ncols=max(1, len(keys)))
+    if not keys:
+        _no_data(axes[0], "TTFT results (not measured)")
+        return fig
+    for ax, (preset, layout, prompt) in zip(axes, keys):
+        g = d[(d["preset"] == preset) & (d["layout"] == layout) & (d["prompt"] == prompt)]
+        modes = _ordered_modes(g["mode"])
+        bottom = np.zeros(len(modes))
+        for phase in (*PHASES, "other"):
+            if phase == "other":
+                vals = [g[g["mode"] == m]["ttft_ms"].median() for m in modes] - bottom
+            else:
+                col = f"{phase}_ms"
+                vals = np.array([g[g["mode"] == m][col].median() if col in g else np.nan for m in modes])
+            vals = np.nan_to_num(np.asarray(vals, float), nan=0.0).clip(min=0)
+            ax.bar(range(len(modes)), vals, bottom=bottom, color=PHASE_COLORS[phase], label=phase)
+            bottom += vals
+        ax.set_xticks(range(len(modes)), modes, rotation=30, fontsize=8)
+        n = int(g["prompt_tokens"].median())
+        ax.set_title(f"{preset} {layout}, {prompt} prompt ({n} tokens)", fontsize=9)
+        ax.set_ylabel("ms")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
     return fig

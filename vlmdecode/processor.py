@@ -23,6 +23,7 @@ Every bad input raises `ProcessorError` (a ValueError) naming what was wrong and
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,10 @@ _RESAMPLE = {
     "lanczos": Image.Resampling.LANCZOS,
 }
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+# resource bounds, checked before anything is decoded or tokenised (issue 12)
+MAX_IMAGE_SIDE = 8192
+MAX_IMAGE_PIXELS = MAX_IMAGE_SIDE * MAX_IMAGE_SIDE  # 64 Mpx: 192 MB as RGB uint8, before any resize
+MAX_PROMPT_CHARS_PER_TOKEN = 64  # a prompt longer than 64 x context_length characters cannot fit
 
 
 class ProcessorError(ValueError):
@@ -179,6 +184,13 @@ def _read_json(path: str | Path):
 # ---- images ----------------------------------------------------------------------------------
 
 
+def check_image_pixels(w: int, h: int, where: str) -> None:
+    """Refuse an image of more than MAX_IMAGE_PIXELS pixels before it is decoded or resized."""
+    if w * h > MAX_IMAGE_PIXELS:
+        raise ProcessorError(f"{where} is {w}x{h} = {w * h} pixels; at most {MAX_IMAGE_PIXELS} "
+                             f"({MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}) are accepted: downscale it first")
+
+
 def _open_image(path: Path) -> Image.Image:
     """Open and fully decode an image file; every failure becomes a ProcessorError naming the path."""
     if not path.exists():
@@ -186,7 +198,11 @@ def _open_image(path: Path) -> Image.Image:
     if not path.is_file():
         raise ProcessorError(f"image path {str(path)!r} is not a file")
     try:
-        with Image.open(path) as im:
+        with warnings.catch_warnings():  # Pillow's bomb warning: our own bound below decides, in one message
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(path)
+        with im:
+            check_image_pixels(*im.size, f"image file {str(path)!r}")  # from the header, before decoding
             im.load()  # decode now: a truncated file fails here, not later in np.asarray
             return im.copy()
     except UnidentifiedImageError:
@@ -215,6 +231,7 @@ def _as_rgb_array(image, size: int, resize: bool, resample: str) -> np.ndarray:
             name = getattr(image, "filename", "") or "<in memory>"
             raise ProcessorError(f"image {name!r} could not be decoded ({e})") from None
         w, h = image.size
+        check_image_pixels(w, h, "the image")
     elif isinstance(image, np.ndarray):
         if image.dtype != np.uint8:
             raise ProcessorError(f"image array has dtype {image.dtype}; only uint8 HxWx3 (RGB) arrays are accepted")
@@ -224,6 +241,7 @@ def _as_rgb_array(image, size: int, resize: bool, resample: str) -> np.ndarray:
                 f"(grayscale HxW: np.stack([a] * 3, -1); RGBA HxWx4: a[..., :3])"
             )
         h, w = image.shape[:2]
+        check_image_pixels(w, h, "the image array")
         if h == 0 or w == 0:
             raise ProcessorError(f"image array has shape {image.shape}; it has no pixels")
     else:
@@ -465,6 +483,11 @@ class Processor:
         s = self.spec
         if not isinstance(prompt, str):
             raise ProcessorError(f"prompt must be a str; got {type(prompt).__name__}")
+        limit = MAX_PROMPT_CHARS_PER_TOKEN * self.context_length
+        if len(prompt) > limit:
+            raise ProcessorError(f"the prompt is {len(prompt)} characters; at most {limit} "
+                                 f"({MAX_PROMPT_CHARS_PER_TOKEN} x context_length {self.context_length}) are "
+                                 "tokenised")
         if not _is_int(n_images) or n_images < 0:
             raise ProcessorError(f"n_images={n_images!r} is invalid: must be an integer >= 0")
         if s.image_token in prompt:
@@ -486,10 +509,11 @@ class Processor:
         if not chat_template:
             return bos + content
         for t in (START_OF_TURN, END_OF_TURN):
-            if self.tokenizer.token_to_id(t) is None:
+            # in the vocabulary but not an added token, it would be split into pieces: a wrong prompt
+            if len(self.tokenizer.encode(t, add_special_tokens=False).ids) != 1:
                 raise ProcessorError(
-                    f"{self._source}: the tokenizer has no {t!r} token needed by the Gemma chat format; "
-                    f"use chat_template=False"
+                    f"{self._source}: the tokenizer has no {t!r} token (a single added token) needed by the Gemma "
+                    f"chat format; use chat_template=False"
                 )
         return f"{bos}{START_OF_TURN}user\n{content}{END_OF_TURN}\n{START_OF_TURN}model\n"
 

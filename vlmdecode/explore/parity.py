@@ -20,25 +20,13 @@ from ..reference import Reference
 
 
 def cpu_trajectory(pipe, prompt: str, image=None, steps: int = 24) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy (tokens [steps], logits [steps, V]) from the pipeline's decoder, never stopping at eos."""
+    """Greedy (tokens [steps], logits [steps, V]) from the pipeline's decode loop, never stopping at eos."""
+    from ..sampling import Recorder
+
     _, x = pipe.prepare(prompt, image)
-    dec = pipe.decoder
-    dec.begin_generation()
-    tokens, logits = [], []
-    try:
-        pipe.transfers.begin(0)
-        lg = dec.prefill(x)
-        for step in range(steps):
-            logits.append(np.asarray(lg, np.float64).copy())
-            tokens.append(int(np.argmax(lg)))
-            pipe.transfers.end()
-            if step + 1 < steps:
-                pipe.transfers.begin(step + 1)
-                lg = dec.step(pipe.token_input(tokens[-1]))
-    finally:
-        pipe.transfers.end()
-        dec.end_generation()
-    return np.array(tokens, np.int64), np.stack(logits)
+    rec = Recorder()
+    tokens = list(pipe.decoder.generate(x, steps, rec))
+    return np.array(tokens, np.int64), np.stack(rec.logits)
 
 
 def reference_trajectory(model_dir, prompt: str, image=None, steps: int = 24) -> tuple[np.ndarray, np.ndarray]:

@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-MODE_ORDER = ["naive", "naive-concat", "resident", "eager", "graph", "device", "device-session", "tokenid-graph",
-              "genai", "genai-eager", "genai-graph"]
+from ..modes import ORDER
+
+MODE_ORDER = list(ORDER)  # the registry's display order (vlmdecode.modes)
 
 REPO_RESULTS = Path(__file__).resolve().parents[2] / "data" / "results"  # in a checkout or an editable install
 

@@ -26,7 +26,7 @@ from ..processor import demo_image
 
 def fixture_pipes(root):
     """make_pipe(preset, device, mode) for `explorer`: tiny fixtures under `root` (fp32 on CPU, fp16 on CUDA)."""
-    from ..cli import ensure_fixture
+    from ..fixture.cache import ensure_fixture
 
     cache = {}
 
@@ -125,7 +125,7 @@ def explorer(make_pipe, presets=("tiny",), devices=None, modes=None, image=None,
 
 def live_step_times(root, max_new_tokens: int = 48, prompt: str = "Describe the image.") -> pd.DataFrame:
     """Per-step milliseconds of one generation per mode available here (cpu resident; cuda modes with a GPU)."""
-    from ..cli import ensure_fixture
+    from ..fixture.cache import ensure_fixture
 
     runs = [("cpu", "resident", "fp32")]
     if gpu_available():

@@ -34,8 +34,18 @@ all norms are RMSNorm `x / sqrt(mean(x^2) + eps) * weight` with the EFFECTIVE we
     if final_softcap: logits = final_softcap * tanh(logits / final_softcap)
 
 Dtypes: projection matrices, embed_table and lm_head are in `DecoderPlan.dtype` (the graph's storage
-dtype, float16 or float32); norm weights and rotary tables are float32. Arrays are read-only; lm_head of a
-tied model is a transposed view of embed_table (or of the graph's own table), not a copy.
+dtype, float16 or float32); norm weights and rotary tables are float32. Arrays are read-only and need not be
+C-contiguous: a tied model keeps ONE array and the other is its transposed view (the fixture's lm_head is
+Transpose(embed_tokens); onnxruntime-genai's builder gathers from Transpose(lm_head.MatMul.weight), so there
+embed_table is the view). Use np.ascontiguousarray where a kernel needs row-major [V, H] or [H, V].
+
+Graph interface (checked by recognition): layer i reads past_key_values.{i}.key/value and writes
+present.{i}.key/value, [B, nkv, capacity, D]; attention lengths come from attention_mask (seqlens_k =
+sum(mask) - 1). Rotary positions are the position_ids input, or the token index where GroupQueryAttention
+derives them (the builder's graphs have no position_ids): the same for batch-1 unpadded decoding.
+kv_capacity describes the graph's own cache layout (GroupQueryAttention sliding_window_cache=1); the math
+does not depend on it, so an executor may keep a full-length cache for such a layer unless it shares its KV
+buffers with the ONNX graph (then the layout of `vlmdecode.native.numpy_exec` applies).
 Plans compare by identity (eq=False: arrays have no truth value).
 """
 
@@ -59,7 +69,7 @@ class LayerPlan:
     kind: str  # "local" (sliding window) | "global"
     window: int | None  # keys visible incl. the current one (GQA local_window_size semantics), None = full
     kv_capacity: int | None  # None: the caller's max_length; an int for windowed-KV exports (capacity == window)
-    rope_theta: float  # recovered from the cos table (exact for computed tables: the model's theta)
+    rope_theta: float  # fitted from the tables (informational: executors use rope_cos/rope_sin)
     rope_cos: np.ndarray  # [max_pos, head_dim // 2] float32, from the graph's cos_cache when present else computed
     rope_sin: np.ndarray
     input_norm: np.ndarray  # [H] EFFECTIVE weight (Gemma's (1 + w) already applied), float32
@@ -92,7 +102,7 @@ class DecoderPlan:
     attn_softcap: float | None  # GQA softcap attribute (0/None = off)
     final_softcap: float | None  # logits = softcap * tanh(logits / softcap)
     embed_scale: float | None  # multiplier applied to inputs_embeds inside the decoder graph (None = not in graph)
-    embed_table: np.ndarray | None  # [V, H] for "ids" decoders (the graph's Gather table), else None
+    embed_table: np.ndarray | None  # [V, H] for "ids" decoders (the graph's Gather table, maybe a view), else None
     layers: tuple[LayerPlan, ...]
     final_norm: np.ndarray  # [H] effective
     lm_head: np.ndarray  # [H, V] model dtype (tied: the embedding table transposed, a view)
