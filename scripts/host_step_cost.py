@@ -12,7 +12,6 @@ per-token time against the replayed step is measured by the bench (README; `pyth
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
