@@ -212,12 +212,25 @@ def fake_cupy():
         def synchronize(self):
             pass
 
+        def wait_event(self, event):
+            pass
+
         def begin_capture(self):
             state.capture = []
 
         def end_capture(self):
             g, state.capture = Graph(state.capture), None
             return g
+
+    class Event:
+        def __init__(self, block=False, disable_timing=False, interprocess=False):
+            pass
+
+        def record(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
 
     class Device:
         def __init__(self, index=0):
@@ -245,7 +258,7 @@ def fake_cupy():
     cp.RawModule = lambda code=None, options=(), name_expressions=None: types.SimpleNamespace(get_function=Kernel)
     runtime = types.SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1,
                                     memsetAsync=lambda p, v, n, s: ctypes.memset(int(p), v, int(n)))
-    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, runtime=runtime,
+    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime,
                                     alloc_pinned_memory=lambda n: bytearray(n),
                                     get_current_stream=lambda: Stream())
     cp.state = state

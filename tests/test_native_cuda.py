@@ -332,6 +332,19 @@ def test_native_sampling(folders, image):
     assert a == b and a != greedy and all(0 <= t < preset("tiny").vocab_size for t in a)
 
 
+@pytest.mark.parametrize("sync_every,lookahead", [(1, True), (5, False)])
+def test_native_loop_variants_give_the_same_tokens(folders, image, sync_every, lookahead):
+    """The id ring read each token while the next step runs (lookahead), or every 5 tokens: same tokens, greedy
+    and seeded sampling, as the plain loop."""
+    base = vlmdecode.load(folders["fused16"], "cuda", "native")
+    other = vlmdecode.load(folders["fused16"], "cuda", "native", sync_every=sync_every, lookahead=lookahead)
+    for kw in ({}, dict(do_sample=True, temperature=1.3, seed=5)):
+        want = base.generate(PROMPT, image=image, max_new_tokens=33, stop=(), **kw)
+        got = other.generate(PROMPT, image=image, max_new_tokens=33, stop=(), **kw)
+        assert got.tokens == want.tokens, kw
+    assert got.counters["replayed"] == 2 * 32 and got.counters["captured"] == 2  # greedy graph + body graph
+
+
 def test_native_device_memory_flat(folders, image):
     pipe = vlmdecode.load(folders["fp16"], "cuda", "native")
     pool = cupy.get_default_memory_pool()
