@@ -8,7 +8,8 @@ from .ortenv import check_single_onnxruntime
 
 check_single_onnxruntime()  # onnxruntime and onnxruntime-gpu side by side overwrite each other
 
+from .generation import GenerationError  # noqa: E402
 from .pipeline import GenerationResult, Pipeline, StepRecord, load  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["load", "Pipeline", "GenerationResult", "StepRecord", "__version__"]
+__all__ = ["load", "Pipeline", "GenerationResult", "GenerationError", "StepRecord", "__version__"]

@@ -138,11 +138,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--mode", default=None)
     g.add_argument("--max-new-tokens", type=int, default=32)
     g.add_argument("--stream", action="store_true")
-    g.add_argument("--do-sample", action="store_true")
-    g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--min-p", type=float, default=0.0)
+    # sampling: unset = the folder's genai_config.json search defaults (as onnxruntime-genai applies them)
+    g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--top-k", type=int, default=None)
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--min-p", type=float, default=None)
     g.add_argument("--seed", type=int, default=None)
     be = sub.add_parser("bench", help="benchmarks; 'bench compare BASE NEW' for a regression report")
     bsub = be.add_subparsers(dest="bench_cmd", required=True)
@@ -175,6 +176,9 @@ def main(argv=None) -> int:
         return handlers[args.cmd](args)
     except (ModelFolderError, ValueError, FileNotFoundError, RuntimeError, ImportError) as e:
         print(f"vlmdecode {args.cmd}: error: {e}", file=sys.stderr)
+        if hasattr(e, "tokens"):  # a GenerationError: what was made before it
+            print(f"vlmdecode {args.cmd}: {len(e.tokens)} token(s) generated before the error: {e.tokens}",
+                  file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -1,6 +1,6 @@
 """Image + prompt -> text: the VLM pipeline over a model folder, on CPU or CUDA.
 
-    image ─► Processor.preprocess ─► pixel_values [1,3,S,S]
+    image ─► Processor.preprocess ─► pixel_values [1,3,H,W]   (any size and mode, resized as the folder says)
                                         │ vision:    pixel_values -> image_features [n,H]     (cached per image)
     prompt ─► Processor.encode_prompt ─► input_ids [1,S]
                                         │ embedding: input_ids (+ image_features) -> inputs_embeds [1,S,H]
@@ -25,6 +25,7 @@ import numpy as np
 
 from .devices import Device, parse_device
 from .embedtable import embedding_table
+from .generation import GenerationError, call_params
 from .modelfolder import ModelFolder
 from .processor import Processor
 from .sampling import Sampler, SamplingParams
@@ -130,7 +131,8 @@ class Pipeline:
         if prompt_len + max_new_tokens > limit:
             raise ValueError(
                 f"prompt ({prompt_len} tokens) + max_new_tokens ({max_new_tokens}) = {prompt_len + max_new_tokens} "
-                f"exceeds max_length {limit} of {self.folder.root.name}"
+                f"exceeds max_length {limit}, the KV capacity of this pipeline over {self.folder.root.name}; load it "
+                f"with a larger max_length= (at most its context_length {self.folder.context_length})"
             )
 
     def _need_processor(self) -> None:
@@ -155,25 +157,28 @@ class Pipeline:
         return ids, self.embed(ids, feats)
 
     # ---- generation ----------------------------------------------------------------------------
-    def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, do_sample: bool = False,
-               temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
-               seed: int | None = None, stop=None, chat_template: bool = True):
+    def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, stop=None, chat_template: bool = True,
+               **kw):
         """Yield a StepRecord per generated token (see `generate` for the arguments)."""
         t0 = time.perf_counter()
+        params = call_params(self.folder, **kw)
         ids, x = self.prepare(prompt, image, chat_template)
-        yield from self._generate(x, ids.shape[1], max_new_tokens, t0,
-                                  SamplingParams(do_sample=do_sample, temperature=temperature, top_k=top_k,
-                                                 top_p=top_p, min_p=min_p, seed=seed), stop)
+        yield from self._generate(x, ids.shape[1], max_new_tokens, t0, params, stop)
 
     def generate(self, prompt: str, image=None, max_new_tokens: int = 32, **kw) -> GenerationResult:
-        """Hugging Face-style generate: greedy by default; do_sample with temperature/top_k/top_p/min_p/seed.
+        """Hugging Face-style generate. do_sample / temperature / top_k / top_p / seed default to the folder's
+        genai_config.json `search` values (greedy when it says do_sample false), min_p to 0; any given here win.
 
         stop: token ids that end generation (default: the model's eos ids; () never stops).
+        suppress_tokens: ids never generated (default: the tokens the decoder cannot take back, i.e. the
+        image soft token of an inputs_embeds decoder; () = none). An error while decoding is a
+        GenerationError whose .tokens holds what was made before it.
         """
         t0 = time.perf_counter()
-        ids, x = self.prepare(prompt, image, kw.pop("chat_template", True))
-        stop = kw.pop("stop", None)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
+        chat, stop = kw.pop("chat_template", True), kw.pop("stop", None)
+        params = call_params(self.folder, **kw)
+        ids, x = self.prepare(prompt, image, chat)
+        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, params, stop))
         return self._result(steps, ids.shape[1], t0)
 
     def generate_from_embeds(self, inputs_embeds: np.ndarray, max_new_tokens: int = 32, **kw) -> GenerationResult:
@@ -186,7 +191,8 @@ class Pipeline:
             raise ValueError(f"inputs_embeds must have shape [1, S>0, {H}], got {list(x.shape)}")
         t0 = time.perf_counter()
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x.astype(self.dtype), x.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
+        steps = list(self._generate(x.astype(self.dtype), x.shape[1], max_new_tokens, t0,
+                                    call_params(self.folder, **kw), stop))
         return self._result(steps, x.shape[1], t0)
 
     def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
@@ -196,7 +202,7 @@ class Pipeline:
         t0 = _t0 if _t0 is not None else time.perf_counter()
         x = ids if self.folder.info.drive == "ids" else self.embed(ids, None)
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, SamplingParams(**kw), stop))
+        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, call_params(self.folder, **kw), stop))
         return self._result(steps, ids.shape[1], t0)
 
     def _result(self, steps, prompt_len, t0) -> GenerationResult:
@@ -217,8 +223,18 @@ class Pipeline:
             tokens = self.decoder.generate(x, max_new_tokens, params)
         else:
             tokens = self._host_loop(x, max_new_tokens, Sampler(params))
+        made: list[int] = []
+        try:
+            yield from self._records(tokens, made, max_new_tokens, t0, stop, detok)
+        except GenerationError:
+            raise
+        except Exception as e:  # noqa: BLE001 -- any failure mid-generation keeps what was made
+            raise GenerationError.wrap(e, made) from e
+
+    def _records(self, tokens, made: list, max_new_tokens: int, t0: float, stop, detok):
         last = t0
         for step, token in enumerate(tokens):
+            made.append(token)
             now = time.perf_counter()
             b = self.transfers.steps[-1] if self.transfers.steps else None
             final = token in stop or step + 1 == max_new_tokens
@@ -267,7 +283,7 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
 
     device = parse_device(device)
     folder = ModelFolder.load(model_dir)
-    processor = Processor.load(model_dir) if (folder.root / "tokenizer.json").is_file() else None
+    processor = Processor.load(folder.root, folder) if (folder.root / "tokenizer.json").is_file() else None
     if device.is_cuda:
         from .sessions import check_cuda
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..devices import Device
-from ..kvcache import ConcatKV, FixedKV
+from ..kvcache import ConcatKV, FixedKV, layer_capacities
 from ..modelfolder import ModelFolder
 from ..transfers import Transfers
 from .buffers import Buffer, allocate, host_array
@@ -44,13 +44,7 @@ class BoundDecoder:
         self.transfers = transfers if transfers is not None else Transfers()
         info, dec = folder.info, folder.decoder
         self.info = info
-        if max_length is not None:
-            ctx = folder.raw.get("model", {}).get("context_length")
-            limit = max(folder.max_length, ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else 0)
-            if not isinstance(max_length, int) or isinstance(max_length, bool) or not 1 < max_length <= limit:
-                raise ValueError(f"max_length={max_length!r} must be an int in [2, {limit}] (the model's context "
-                                 f"length, from {folder.root.name}/genai_config.json)")
-        self.max_length = max_length or folder.max_length
+        self.max_length = folder.capacity(max_length)  # the capacity rule: modelfolder's docstring
         self.dtype = np.dtype(info.dtype)
         self.vocab = folder.vocab_size
         self.name_x = dec.inputs["inputs_embeds" if info.drive == "embeds" else "input_ids"]
@@ -60,7 +54,9 @@ class BoundDecoder:
         self.past_names = info.past_names(dec)
         self.present_names = info.present_names(dec)
         if info.kv_layout == "shared":
-            self.kv = FixedKV(info.num_layers, info.num_kv_heads, info.head_size, self.max_length, self.dtype, device)
+            caps = layer_capacities(info.windows or [None] * info.num_layers, self.max_length, device,
+                                    info.cache_slack)
+            self.kv = FixedKV(caps, info.num_kv_heads, info.head_size, self.max_length, self.dtype, device)
         else:
             self.kv = ConcatKV(info.num_layers, info.num_kv_heads, info.head_size, self.dtype, device)
         # decode-step buffers: fixed addresses for the lifetime of the decoder
@@ -117,7 +113,11 @@ class BoundDecoder:
     def prefill(self, x, reuse: bool = False) -> np.ndarray:
         """Run the prompt; return the last position's logits [V] on the host (reuse: see module docstring)."""
         logits, S = self.prefill_on_device(x)
-        return self._read_logits(logits, offset=(S - 1) * self.vocab, reuse=reuse)
+        return self._read_logits(logits, offset=self.last_row(S) * self.vocab, reuse=reuse)
+
+    def last_row(self, S: int) -> int:
+        """Row of the prefill logits that holds the last prompt position (0 when the LM head is pruned)."""
+        return 0 if self.info.logits_last_only else S - 1
 
     def prefill_on_device(self, x) -> tuple[Buffer, int]:
         """Run the prompt (uncaptured). x: host array [1,S,H] / ids [1,S], or an OrtValue on the device.
@@ -127,7 +127,9 @@ class BoundDecoder:
         self.reset()
         S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
         if S <= 0 or S >= self.max_length:
-            raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}")
+            raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}; "
+                               f"pass a larger max_length= to load() (at most the model's context_length "
+                               f"{self.folder.context_length})")
         io = self.session.io_binding()
         keep = []  # buffers bound by address must outlive the run
         if isinstance(x, np.ndarray):
@@ -144,7 +146,7 @@ class BoundDecoder:
             self.transfers.upload(pos, np.arange(S, dtype=np.int64), "position")
             pos.bind_input(io, self.name_pos)
             keep.append(pos)
-        logits = allocate((1, S, self.vocab), self.dtype, self.device)
+        logits = allocate((1, 1 if self.info.logits_last_only else S, self.vocab), self.dtype, self.device)
         logits.bind_output(io, self.name_logits)
         self.kv.bind(io, self.past_names, self.present_names)
         self.session.run_with_iobinding(io, self._run_options(-1))

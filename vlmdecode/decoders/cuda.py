@@ -41,6 +41,7 @@ MODES = ("eager", "graph", "device")
 EMBED_VIA = ("gather", "session")
 ORT_WARMUP_RUNS = 2  # onnxruntime's CUDA EP runs a graph id this many times uncaptured, then captures
 ARGMAX_BLOCKS = 256  # argmax_partial's grid: 256 x 256 threads read a 262144-entry row in 4 strided passes
+MAX_SUPPRESS = 64  # suppressed ids the device argmax takes (SamplingParams.suppress)
 _graph_ids = itertools.count(1)  # process-wide: two decoders never share a gpu_graph_id
 
 # Greedy pick in two launches. argmax_partial: ARGMAX_BLOCKS blocks each reduce a strided share of the
@@ -68,13 +69,17 @@ __device__ void block_reduce(float* v, long long* idx, int tid) {
     }
 }
 
-extern "C" __global__ void argmax_partial(const T* logits, const int V, float* part_v, long long* part_i)
+extern "C" __global__ void argmax_partial(const T* logits, const int V, float* part_v, long long* part_i,
+                                          const long long* suppress, const int n_suppress)  // ids never picked
 {
     __shared__ float v[256];
     __shared__ long long idx[256];
     const int tid = threadIdx.x;
     float bv = -INF_F; long long bi = 0x7fffffffffffffffLL; int bad = 0;
     for (long long i = (long long)blockIdx.x * blockDim.x + tid; i < V; i += (long long)gridDim.x * blockDim.x) {
+        int skip = 0;
+        for (int j = 0; j < n_suppress; ++j) skip |= suppress[j] == i;
+        if (skip) continue;
         float x = TO_F(logits[i]);
         if (x != x || x == INF_F) bad = 1;
         if (x > bv || bi == 0x7fffffffffffffffLL) { bv = x; bi = i; }  // strided: the first max of this share
@@ -296,8 +301,9 @@ class CudaDecoder(BoundDecoder):
             table, x_out, id_out = self.table.ptr, self.x_step.ptr, null
         else:
             table, x_out, id_out = null, null, self.id_buf.ptr
+        self._suppress = allocate((MAX_SUPPRESS,), np.int64, self.device)
         self._partial_args = [np.uint64(0), np.int32(self.vocab), np.uint64(self._part_v.ptr),
-                              np.uint64(self._part_i.ptr)]
+                              np.uint64(self._part_i.ptr), np.uint64(self._suppress.ptr), np.int32(0)]
         self._args = [np.uint64(self._part_v.ptr), np.uint64(self._part_i.ptr), np.int32(self._nparts), np.uint64(0),
                       np.uint64(table),
                       np.int32(info.hidden_size), np.uint64(x_out), np.uint64(id_out), np.uint64(self.ring.ptr),
@@ -350,14 +356,19 @@ class CudaDecoder(BoundDecoder):
         if self.mode != "device":
             raise DecoderError("generate() on the device is mode 'device'; eager/graph sample on the host")
         sampler = Sampler(params) if params.do_sample else None
+        if len(params.suppress) > MAX_SUPPRESS:
+            raise ValueError(f"device mode suppresses at most {MAX_SUPPRESS} token ids, got {len(params.suppress)}")
         k = self.sync_every
         self.begin_generation()
         try:
             with self.stream:
                 self.transfers.begin(0)
+                if params.suppress:  # once per generation, for the greedy kernel (sampling masks in sample())
+                    self.transfers.upload(self._suppress, np.asarray(params.suppress, np.int64), "suppress")
+                self._partial_args[5] = np.int32(len(params.suppress))
                 logits, S = self.prefill_on_device(x)
                 self.transfers.upload(self.t_dev, np.array([S], np.int64), "position")
-                self._pick(logits, (S - 1) * self.vocab, 0, sampler, 0)
+                self._pick(logits, self.last_row(S) * self.vocab, 0, sampler, 0)
                 pending, done = 1, 0
                 while True:
                     if pending == k or done + pending == max_new_tokens:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..devices import Device
+from ..kvcache import layer_capacities
 from ..modelfolder import ModelFolder
 from ..transfers import Transfers
 
@@ -22,10 +24,10 @@ def naive_decode(folder: ModelFolder, session, first_x: np.ndarray, next_input, 
     t = transfers if transfers is not None else Transfers()
     info, dec = folder.info, folder.decoder
     dtype = np.dtype(info.dtype)
-    max_length = max_length or folder.max_length
     shared = info.kv_layout == "shared"
-    P = max_length if shared else 0
-    kv = [np.zeros((1, info.num_kv_heads, P, info.head_size), dtype) for _ in range(2 * info.num_layers)]
+    caps = (layer_capacities(info.windows or [None] * info.num_layers, folder.capacity(max_length), Device("cpu"),
+                             info.cache_slack) if shared else [0] * info.num_layers)
+    kv = [np.zeros((1, info.num_kv_heads, c, info.head_size), dtype) for c in caps for _ in range(2)]
     pasts = [n for pair in info.past_names(dec) for n in pair]
     x_name = dec.inputs["inputs_embeds" if info.drive == "embeds" else "input_ids"]
     x, length = first_x, 0
