@@ -27,8 +27,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import vlmdecode
-from vlmdecode import explore, plots
-from vlmdecode.cli import ensure_fixture
+from vlmdecode import plots
+from vlmdecode.fixture.cache import ensure_fixture
+from vlmdecode.explore import parity, tables
 from vlmdecode.processor import demo_image
 
 PRESET, ATTENTION, DTYPE = "tiny", "gqa", "fp32"
@@ -43,13 +44,13 @@ sorted(p.name for p in model_dir.iterdir())
 # ## Components: size, inputs/outputs, ops
 
 # %%
-explore.component_table(model_dir)
+tables.component_table(model_dir)
 
 # %%
-explore.io_table(model_dir)
+tables.io_table(model_dir)
 
 # %%
-explore.op_counts(model_dir)
+tables.op_counts(model_dir)
 
 # %% [markdown]
 # ## Decoder layouts
@@ -60,7 +61,7 @@ explore.op_counts(model_dir)
 # %%
 layouts = {lay: ensure_fixture(PRESET, ATTENTION, DTYPE, root=model_dir.parent, layout=lay)
            for lay in ("unfused", "fused", "fused-cuda")}
-explore.layout_table(layouts)
+tables.layout_table(layouts)
 
 # %% [markdown]
 # ## One generation on CPU
@@ -87,7 +88,7 @@ plt.show()
 # A greedy token can only flip between two numeric paths if the top-2 logits move by more than the margin.
 
 # %%
-m = explore.margin_table(model_dir, PROMPT, image, STEPS)
+m = parity.margin_table(model_dir, PROMPT, image, STEPS)
 print("reference tokens == CPU tokens:", m["token"].tolist() == result.tokens)
 print("min margin > 0.01:", bool(m["margin"].min() > 0.01), "at step", int(m["margin"].idxmin()))
 

@@ -28,8 +28,10 @@ import pandas as pd
 from IPython.display import display
 
 import vlmdecode
-from vlmdecode import explore, plots
-from vlmdecode.cli import ensure_fixture
+from vlmdecode import plots
+from vlmdecode.fixture.cache import ensure_fixture
+from vlmdecode.devices import gpu_available
+from vlmdecode.explore import parity, results
 from vlmdecode.processor import demo_image
 
 PROMPT, STEPS = "Describe the image.", 24
@@ -40,18 +42,18 @@ pd.set_option("display.max_rows", 40)
 model_dir = ensure_fixture("tiny", "gqa", "fp32", root=ROOT)
 image = demo_image(32)
 pipe = vlmdecode.load(model_dir, "cpu")
-cpu_tokens, cpu_logits = explore.cpu_trajectory(pipe, PROMPT, image, STEPS)
-ref_tokens, ref_logits = explore.reference_trajectory(model_dir, PROMPT, image, STEPS)
-genai = explore.genai_tokens(model_dir, pipe, PROMPT, image, STEPS)
+cpu_tokens, cpu_logits = parity.cpu_trajectory(pipe, PROMPT, image, STEPS)
+ref_tokens, ref_logits = parity.reference_trajectory(model_dir, PROMPT, image, STEPS)
+genai = parity.genai_tokens(model_dir, pipe, PROMPT, image, STEPS)
 print("genai available:", genai is not None)
 
 # %%
-table = explore.parity_table(cpu=cpu_tokens, reference=ref_tokens, genai=genai)
+table = parity.parity_table(cpu=cpu_tokens, reference=ref_tokens, genai=genai)
 print("all steps equal:", bool(table["equal"].all()))
 table
 
 # %%
-err = explore.logit_error(cpu_logits, ref_logits)
+err = parity.logit_error(cpu_logits, ref_logits)
 print("max relative logit error < 1e-5:", bool(err["rel"].max() < 1e-5))
 
 # %% tags=["nbval-ignore-output"]
@@ -59,7 +61,7 @@ plots.plot_logit_error({"onnxruntime CPU fp32": err})
 plt.show()
 
 # %% tags=["nbval-ignore-output"]
-plots.plot_margins(explore.margins(ref_logits), threshold=float(err["max_abs"].max()) * 2,
+plots.plot_margins(parity.margins(ref_logits), threshold=float(err["max_abs"].max()) * 2,
                    title="reference margin per step vs 2x max CPU logit error")
 plt.show()
 
@@ -69,14 +71,14 @@ plt.show()
 # otherwise the recorded H200 test run from `data/results/h200_gpu_test_log.txt`.
 
 # %% tags=["nbval-ignore-output"]
-if explore.gpu_available():
+if gpu_available():
     fp16_dir = ensure_fixture("tiny", "gqa", "fp16", root=ROOT)
-    cuda = explore.cuda_parity(fp16_dir, PROMPT, image, STEPS)
+    cuda = parity.cuda_parity(fp16_dir, PROMPT, image, STEPS)
     cuda.insert(1, "cpu_fp32", cpu_tokens)
     same = cuda[["eager", "graph", "device"]].eq(cuda["cpu_fp32"], axis=0)
     print("CUDA modes equal CPU fp32 at every step:", bool(same.all().all()))
     display(cuda)
 else:
-    log = explore.gpu_test_log()
+    log = results.gpu_test_log()
     print("no GPU here: recorded H200 run;", log["outcome"].value_counts().to_dict())
     display(log)

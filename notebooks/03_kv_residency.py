@@ -29,8 +29,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from vlmdecode import explore, plots
-from vlmdecode.cli import ensure_fixture
+from vlmdecode import plots
+from vlmdecode.fixture.cache import ensure_fixture
+from vlmdecode.explore import residency, results
 
 CONTEXTS = [8, 32, 64, 128, 200]
 NEW_TOKENS = 16
@@ -39,7 +40,7 @@ pd.set_option("display.width", 160)
 
 # %%
 dirs = {att: ensure_fixture("tiny", att, "fp32", root=ROOT) for att in ("gqa", "onnx")}
-sweep = explore.residency_sweep(dirs, CONTEXTS, new_tokens=NEW_TOKENS)
+sweep = residency.residency_sweep(dirs, CONTEXTS, new_tokens=NEW_TOKENS)
 
 # %% [markdown]
 # Measured (from `Transfers`) vs predicted bytes for one decode step: must match exactly.
@@ -67,7 +68,7 @@ plt.show()
 # token id).
 
 # %% tags=["nbval-ignore-output"]
-recorded = explore.ok_results(explore.load_results(("h200_bench_*.csv", "h200_matrix_*.csv")))
+recorded = results.ok_results(results.load_results(("h200_bench_*.csv", "h200_matrix_*.csv")))
 cols = ["preset", "context", "mode", "h2d_per_step", "d2h_per_step", "kv_per_step"]
 display(recorded[cols].sort_values(["preset", "context", "mode"]).reset_index(drop=True))
 plots.plot_recorded_bytes(recorded)

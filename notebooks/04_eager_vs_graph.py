@@ -29,15 +29,18 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from vlmdecode import explore, plots
+from vlmdecode import plots
+from vlmdecode.devices import gpu_available
+from vlmdecode.explore import results, widget
 from vlmdecode.processor import demo_image
+from vlmdecode.ttft import ttft_table
 
 ROOT = Path(tempfile.mkdtemp())
 pd.set_option("display.width", 160)
 
 # %% tags=["nbval-ignore-output"]
-bench = explore.load_results()
-ok = explore.ok_results(bench)
+bench = results.load_results()
+ok = results.ok_results(bench)
 print(f"{len(bench)} recorded rows, {len(ok)} ran; errored modes:", sorted(set(bench["mode"]) - set(ok["mode"])))
 ok.pivot_table(index=["preset", "layout", "context"], columns="mode", values="per_token_ms").round(3)
 
@@ -50,7 +53,7 @@ plt.show()
 # how far from the bandwidth bound we are (the tiny preset is launch-bound: its floor is nanoseconds).
 
 # %% tags=["nbval-ignore-output"]
-explore.bench_ratios(bench).round(3)
+results.bench_ratios(bench).round(3)
 
 # %% [markdown]
 # ## Every mode on gemma3-1b, contexts 128 to 4096
@@ -58,8 +61,8 @@ explore.bench_ratios(bench).round(3)
 # modes and onnxruntime-genai, so per-token time is flat over context for every mode but naive.
 
 # %% tags=["nbval-ignore-output"]
-matrix = explore.load_results("h200_matrix_*.csv")
-display(explore.ok_results(matrix).pivot_table(index="context", columns="mode", values="per_token_ms").round(3))
+matrix = results.load_results("h200_matrix_*.csv")
+display(results.ok_results(matrix).pivot_table(index="context", columns="mode", values="per_token_ms").round(3))
 plots.plot_latency_by_mode(matrix, title="every mode, gemma3-1b fused-cuda (H200)")
 plt.show()
 
@@ -71,7 +74,7 @@ plt.show()
 # (`gemv` in that file) take 0.90 ms: onnxruntime's GEMV kernels by themselves sit 1.8x above the floor.
 
 # %% tags=["nbval-ignore-output"]
-profile = explore.profile_table()
+profile = results.profile_table()
 cols = ["preset", "layout", "nodes_per_step", "eager_step_device_ms", "graph_step_device_ms",
         "tokenid_graph_step_device_ms", "floor_ms"]
 profile[[c for c in cols if c in profile]].round(3)
@@ -82,7 +85,7 @@ profile[[c for c in cols if c in profile]].round(3)
 # the step time). `other` is attention (XQA), rotary with the KV append, and sequence lengths.
 
 # %% tags=["nbval-ignore-output"]
-explore.kernel_groups().round(3)
+results.kernel_groups().round(3)
 
 # %% [markdown]
 # The other term: N dependent tiny kernels (one 1152-element fp16 row each) in one replayed CUDA graph
@@ -90,7 +93,7 @@ explore.kernel_groups().round(3)
 # its bytes; a gemma3-1b fused-cuda step launches ~395 kernels (`h200_kernels.json`).
 
 # %% tags=["nbval-ignore-output"]
-floor = explore.launch_floor()
+floor = results.launch_floor()
 print(f"{floor.attrs['us_per_kernel']:.2f} us per kernel; 395 kernels >= {395 * floor.attrs['us_per_kernel']:.0f} us")
 floor.round(2)
 
@@ -101,7 +104,7 @@ floor.round(2)
 # first steps are onnxruntime's warm-up and capture runs.
 
 # %% tags=["nbval-ignore-output"]
-live = explore.live_step_times(ROOT, max_new_tokens=48)
+live = widget.live_step_times(ROOT, max_new_tokens=48)
 plots.plot_step_lines(live)
 plt.show()
 
@@ -109,7 +112,7 @@ plt.show()
 # With a GPU, the same benchmark matrix runs live here (tiny preset, side by side in one process).
 
 # %% tags=["nbval-ignore-output"]
-if explore.gpu_available():
+if gpu_available():
     from vlmdecode import bench
 
     live_bench = bench.run_matrix(presets=["tiny"], devices=["cuda"], new_tokens=32, repeats=3, out_dir=None,
@@ -120,11 +123,27 @@ else:
     print("no GPU here: the bars above are the recorded H200 run")
 
 # %% [markdown]
+# ## Time to first token by phase
+# `data/results/h200_ttft*.csv` (`vlmdecode bench run --ttft`, `vlmdecode.ttft`): a 1024-token text prompt and
+# an image prompt (256 soft tokens for gemma3-1b, as Gemma 3) from the same ids and pixel_values on both
+# sides; our phases from CUDA events on the decoder's stream beside onnxruntime-genai's prompt call (its
+# vision + embedding + prefill) and first pick. Ratios < 1: faster than onnxruntime-genai graph.
+
+# %% tags=["nbval-ignore-output"]
+ttft_rows = results.load_results("h200_ttft*.csv")
+if "ttft_ms" not in ttft_rows or ttft_rows["ttft_ms"].dropna().empty:
+    print("time to first token on the H200: not measured (no data/results/h200_ttft*.csv yet)")
+else:
+    display(ttft_table(ttft_rows).round(3))
+plots.plot_ttft_phases(ttft_rows, title="time to first token by phase (H200)")
+plt.show()
+
+# %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot. On CPU only the tiny preset
 # and the resident mode exist; with a GPU, cuda eager/graph/device on the tiny fp16 fixture.
 # (Nothing runs until you press the button.)
 
 # %% tags=["nbval-ignore-output"]
-box = explore.explorer(explore.fixture_pipes(ROOT), presets=("tiny",), image=demo_image(32))
+box = widget.explorer(widget.fixture_pipes(ROOT), presets=("tiny",), image=demo_image(32))
 display(box)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|kernels-warm|profile   (REPEATS=N: bench-1b rounds)
+#   bash scripts/h200.sh tests|native-tests|native|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|kernels-warm|profile   (REPEATS=N: bench-1b rounds)
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
 export VLMDECODE_GIT_SHA=${VLMDECODE_GIT_SHA:-$(cat .gitsha 2>/dev/null)}
@@ -12,6 +12,13 @@ case "$1" in
     python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py -v -p no:cacheprovider -o addopts="" \
         --junitxml="$OUT/gpu_tests.xml" 2>&1 | cat /tmp/gpu_info.txt - | tee "$OUT/gpu_test_log.txt"
     python3 -m vlmdecode.cli demo --max-new-tokens 24 2>&1 | tee "$OUT/gpu_demo_log.txt"
+    ;;
+  native-tests)  # the native decoder's CUDA tests
+    python3 -m pytest -m cuda tests/test_native_cuda.py -v -p no:cacheprovider -o addopts="" \
+        --junitxml="$OUT/native_tests.xml" 2>&1 | tee "$OUT/native_test_log.txt" | tail -n 60
+    ;;
+  native)  # the native decoder's checks and timings, tiny + gemma3-1b (< 8 min; $OUT/h200_native.json)
+    python3 scripts/h200_native.py 2>&1 | grep -v "plugin EP"
     ;;
   graph-memory)
     python3 scripts/h200_graph_memory.py "$OUT/h200_graph_memory.json" 2>&1 | grep -v "plugin EP"

@@ -19,17 +19,17 @@ CONTEXT = 1024
 
 def measure() -> dict:
     import vlmdecode
-    from vlmdecode.cli import ensure_fixture
     from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
+    from vlmdecode.fixture.cache import ensure_fixture
     from vlmdecode.profiling import prompt_ids
 
     d = ensure_fixture("gemma3-1b", "gqa", "fp16", layout="fused-cuda")
     p = vlmdecode.load(d, "cuda", "eager", max_length=CONTEXT + 64)
-    x, sx = p.embed(prompt_ids(CONTEXT), None), p.token_input(42)
+    x = p.embed(prompt_ids(CONTEXT), None)
     out = {}
     for cap in (CONTEXT + 64, None):
         dec = CudaDecoder(p.folder, "cuda", "graph", max_length=cap)
-        out[f"graph_step_device_ms_capacity_{dec.max_length}"] = replay_ms(dec, x, sx)
+        out[f"graph_step_device_ms_capacity_{dec.max_length}"] = replay_ms(dec, x)
         del dec
     return out
 

@@ -30,7 +30,7 @@ def run_policy(policy: str) -> dict:
     import cupy
 
     import vlmdecode
-    from vlmdecode.cli import ensure_fixture
+    from vlmdecode.fixture.cache import ensure_fixture
     from vlmdecode.processor import demo_image
 
     d = ensure_fixture("tiny", "gqa", "fp16")

@@ -33,8 +33,8 @@ def run(layout: str, max_length: int | None = None) -> None:
     import cupy
     import numpy as np
 
-    from vlmdecode.cli import ensure_fixture
     from vlmdecode.decoders.cuda import CudaDecoder
+    from vlmdecode.fixture.cache import ensure_fixture
     from vlmdecode.modelfolder import ModelFolder
 
     folder = ModelFolder.load(ensure_fixture("gemma3-1b", "gqa", "fp16", layout=layout))

@@ -19,10 +19,11 @@ import numpy as np
 import onnxruntime
 
 import vlmdecode
-from vlmdecode.bench import copy_bandwidth, decoder_weight_bytes, kv_read_bytes, nodes_per_step
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.bench import copy_bandwidth, nodes_per_step
+from vlmdecode.costmodel import decoder_weight_bytes, kv_read_bytes
 from vlmdecode.decoders.cuda import CudaDecoder, replay_ms
 from vlmdecode.fixture import load_fixture_config
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.profiling import prompt_ids, provenance
 from vlmdecode.sessions import make_session
 
@@ -88,17 +89,17 @@ for name, ctx in (("tiny", 128), ("gemma3-1b", 1024)):
         d = ensure_fixture(name, "gqa", "fp16", layout=layout)
         p = vlmdecode.load(d, "cuda", "eager")
         ids = prompt_ids(ctx)
-        x, sx = p.embed(ids, None), p.token_input(42)
+        x = p.embed(ids, None)
         r = {}
         for mode in ("eager", "graph"):
-            r[f"{mode}_step_device_ms"] = replay_ms(CudaDecoder(p.folder, "cuda", mode), x, sx)
+            r[f"{mode}_step_device_ms"] = replay_ms(CudaDecoder(p.folder, "cuda", mode), x)
         # the KV capacity (max_length) sets GQA's total_sequence_length: the same step at capacity ctx + 64
         small = CudaDecoder(p.folder, "cuda", "graph", max_length=ctx + 64)
-        r[f"graph_step_device_ms_capacity_{ctx + 64}"] = replay_ms(small, x, sx)
+        r[f"graph_step_device_ms_capacity_{ctx + 64}"] = replay_ms(small, x)
         r["capacity_default"] = p.decoder.max_length
         del small
         tid = vlmdecode.load(Path(d) / "text", "cuda", "graph")
-        r["tokenid_graph_step_device_ms"] = replay_ms(tid.decoder, ids, np.array([[42]], np.int64))
+        r["tokenid_graph_step_device_ms"] = replay_ms(tid.decoder, ids)
         r["floor_ms"] = (decoder_weight_bytes(p.folder) + kv_read_bytes(p.folder, ctx)) / bw * 1e3
         r["ops"] = nodes_per_step(p.folder, "cuda", by_op=True)
         r["nodes_per_step"] = sum(v["per_step"] for v in r["ops"].values())

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from vlmdecode import bench, cli
+from vlmdecode import bench, cli, costmodel
 from vlmdecode.modelfolder import ModelFolder
 from vlmdecode.sessions import make_session, memcpy_nodes, node_assignment
 
@@ -93,7 +93,7 @@ def test_compare_flags_a_slowdown(result, tmp_path):
     noise.to_csv(tmp_path / "noise.csv", index=False)
     t2 = bench.compare(base, tmp_path / "slow.csv", noise_csv=tmp_path / "noise.csv")
     assert (t2["threshold_pct"] >= 5.0).all() and t2.set_index("mode").loc["resident", "regression"]
-    assert cli.main(["bench", "compare", str(base), str(tmp_path / "slow.csv")]) == 1
+    assert cli.main(["bench", "compare", str(base), str(tmp_path / "slow.csv")]) == cli.EXIT_REGRESSION
     assert cli.main(["bench", "compare", str(base), str(base)]) == 0
 
 
@@ -103,11 +103,11 @@ def test_floor_helpers(result):
     from vlmdecode.fixture import preset
 
     cfg = preset("tiny")
-    w = bench.decoder_weight_bytes(folder)
+    w = costmodel.decoder_weight_bytes(folder)
     assert cfg.n_text_params() * 4 <= w < cfg.n_text_params() * 4 * 1.5  # + rope tables
     per_tok = 2 * cfg.num_kv_heads * cfg.head_dim * 4
     globals_, locals_ = cfg.layer_types.count("global"), cfg.layer_types.count("local")
-    assert bench.kv_read_bytes(folder, 100) == per_tok * (100 * globals_ + cfg.sliding_window * locals_)
+    assert costmodel.kv_read_bytes(folder, 100) == per_tok * (100 * globals_ + cfg.sliding_window * locals_)
 
 
 def test_cpu_sessions_report_assignment(result):

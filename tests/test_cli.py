@@ -231,18 +231,19 @@ def test_image_of_any_size_and_mode(model, tmp_path, capfd):
 
 
 def test_generation_error_prints_tokens(model, capfd, monkeypatch):
-    import vlmdecode.pipeline as pipeline
+    from vlmdecode.sampling import Sampler
 
-    real = pipeline.Pipeline.decode_one_token
+    real = Sampler.pick
 
-    def failing(logits, sampler, step):
+    def failing(self, row, step):
         if step == 2:
             raise ValueError("injected failure")
-        return real(logits, sampler, step)
+        return real(self, row, step)
 
-    monkeypatch.setattr(pipeline.Pipeline, "decode_one_token", staticmethod(failing))
+    monkeypatch.setattr(Sampler, "pick", failing)
     rc, out, err = cli(capfd, "generate", "--model", model, "--prompt", "hi", "--max-new-tokens", 5)
-    assert rc == EXIT_BAD_INPUT and "injected failure" in err and "2 token(s) generated before the error" in err
+    assert rc == EXIT_BAD_INPUT and "injected failure" in err and "2 token(s) generated before it" in err
+    assert len(err.strip().splitlines()) == 1  # one stderr line
 
 
 def test_prompt_too_long_for_max_length(model, capfd):

@@ -70,7 +70,7 @@ def test_cpu_fp32_equals_cuda_fp16_all_modes(folders, image, layout):
 
 @pytest.mark.parametrize("vocab", [320, 262144])
 def test_device_argmax_kernels(vocab):
-    """The device loop's greedy pick: first index of the max over many blocks; NaN or +inf -> -1."""
+    """The device loop's greedy pick: first index of the max over many blocks; NaN, +inf or all -inf -> -1."""
     from vlmdecode.decoders.cuda import argmax_blocks, device_kernels
 
     partial, advance = device_kernels(np.float16)
@@ -92,8 +92,8 @@ def test_device_argmax_kernels(vocab):
         partial((nb,), (256,), (logits, np.int32(vocab), part_v, part_i))
         advance((1,), (1024,), (part_v, part_i, np.int32(nb), np.uint64(0), np.uint64(0), np.int32(0), np.uint64(0),
                                 np.uint64(0), ring, np.int32(0), pos, mask, t))
-        want = -1 if not np.isfinite(row).all() and (np.isnan(row).any() or np.isposinf(row).any()) \
-            else int(np.argmax(row))
+        # -1: NaN, +inf, or nothing to pick (every logit -inf): the host's rule (sampling.check_finite)
+        want = -1 if np.isnan(row).any() or np.isposinf(row).any() or np.isneginf(row).all() else int(np.argmax(row))
         assert int(ring.get()[0]) == want, name
 
 
@@ -118,8 +118,7 @@ def test_cuda_logits_match_float64_reference_every_step(folders, image, layout):
     dec = p.decoder
     rt = cupy.cuda.runtime  # host sampling downloads into page-locked memory (one DMA per step)
     assert rt.pointerGetAttributes(dec.logits_host.ctypes.data).type == rt.memoryTypeHost
-    dec.begin_generation()
-    try:
+    with dec.generation():
         logits = dec.prefill(x)
         worst = 0.0
         for step in range(STEPS):
@@ -130,8 +129,6 @@ def test_cuda_logits_match_float64_reference_every_step(folders, image, layout):
             assert int(np.argmax(logits)) == tok, f"step {step}"
             logits = dec.step(p.token_input(tok))
             r_logits = ref.decode(ref.embed(np.array([[tok]]), None), cache)[:, -1]
-    finally:
-        dec.end_generation()
     print(f"{layout}: worst CUDA fp16 vs float64 relative max error over {STEPS} steps: {worst:.2e}")
 
 
@@ -152,8 +149,7 @@ def test_stale_binding_changes_output_in_eager_but_not_in_graph(folders, image):
         p = vlmdecode.load(folders["fp16"], "cuda", mode)
         dec = p.decoder
         _, x = p.prepare(PROMPT, image)
-        dec.begin_generation()
-        try:
+        with dec.generation():
             dec.prefill(x)
             emb = p.token_input(42)
             for _ in range(4):
@@ -163,11 +159,8 @@ def test_stale_binding_changes_output_in_eager_but_not_in_graph(folders, image):
             dec.io_step.bind_input(dec.name_x, "cuda", 0, dec.dtype, list(other.shape), other.data.ptr)
             with dec.stream:
                 dec.feed(emb)
-            dec.run_step()
-            with dec.stream:
+                dec.run_step()
                 results[mode] = (dec._read_logits(dec.logits_step), before)
-        finally:
-            dec.end_generation()
     # same position, same cache contents: eager read token 43 (new binding), graph replayed token 42
     assert not np.allclose(results["eager"][0], results["graph"][0])
 
@@ -282,3 +275,77 @@ def test_profile_generation_device_times(folders):
         dev = df["device_ms"].iloc[1:]
         assert len(df) == 12 and df["device_ms"].isna().iloc[0] and (dev > 0).all(), (mode, df)
         assert (dev <= df["ms"].iloc[1:] * 1.5 + 0.05).all(), (mode, df[["ms", "device_ms"]])
+
+
+# ---- the one decode loop on CUDA: sampling, sync_every, stream(), generate_from_embeds, bad rows ---------------
+SAMPLED = dict(do_sample=True, temperature=1.0, top_k=0, top_p=0.95)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**40 + 3])
+def test_same_seed_same_sampled_tokens_in_every_mode(folders, image, seed):
+    """Philox draws (seed, step) are the same bits on the host and the GPU: mode changes speed, never tokens."""
+    runs = {m: _tokens(folders["fp16"], "cuda", m, image, seed=seed, **SAMPLED).tokens for m in ("eager", "graph",
+                                                                                                 "device")}
+    assert runs["eager"] == runs["graph"] == runs["device"], runs
+    other = _tokens(folders["fp16"], "cuda", "device", image, seed=seed + 1, **SAMPLED).tokens
+    assert other != runs["device"]  # the seed matters
+
+
+@pytest.mark.parametrize("sync_every", [3, 8])
+@pytest.mark.parametrize("sampled", [False, True], ids=["greedy", "sampled"])
+def test_device_mode_sync_every(folders, image, sync_every, sampled):
+    kw = dict(seed=5, **SAMPLED) if sampled else {}
+    want = _tokens(folders["fp16"], "cuda", "graph", image, **kw).tokens
+    p = vlmdecode.load(folders["fp16"], "cuda", "device", sync_every=sync_every)
+    r = p.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=(), **kw)  # 40: not a multiple of 3
+    assert r.tokens == want
+    assert all(s.d2h_bytes == 8 and s.h2d_bytes == 0 for s in r.steps[1:])
+    # between two ring reads the host waits on nothing: steps that did not read are cheap
+    assert sorted(s.seconds for s in r.steps[1:])[len(r.steps) // 2] < max(s.seconds for s in r.steps[1:])
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "device"])
+def test_stream_and_generate_from_embeds(folders, image, mode):
+    p = vlmdecode.load(folders["fp16"], "cuda", mode)
+    want = p.generate(PROMPT, image=image, max_new_tokens=12, stop=())
+    it = p.stream(PROMPT, image=image, max_new_tokens=12, stop=())
+    first = [next(it) for _ in range(3)]
+    it.close()  # abandoned mid-generation: the next one starts clean
+    recs = list(p.stream(PROMPT, image=image, max_new_tokens=12, stop=()))
+    assert [r.token for r in recs] == want.tokens and [r.token for r in first] == want.tokens[:3]
+    assert "".join(r.text for r in recs) == want.text
+    _, x = p.prepare(PROMPT, image)
+    assert p.generate_from_embeds(x, max_new_tokens=12, stop=()).tokens == want.tokens
+
+
+@pytest.mark.parametrize("mode", ["graph", "device"])
+@pytest.mark.parametrize("sampled", [False, True], ids=["greedy", "sampled"])
+def test_all_minus_inf_row_is_an_error_on_host_and_device(folders, image, mode, sampled, monkeypatch):
+    """Nothing to pick: host sampling (graph) and device sampling both raise NonFiniteLogitsError at that step."""
+    from vlmdecode.sampling import NonFiniteLogitsError
+
+    p = vlmdecode.load(folders["fp16"], "cuda", mode)
+    dec = p.decoder
+    run = dec.run_step
+
+    def poisoned():
+        run()
+        if dec.steps_run == 2:  # the second decode step of this fresh decoder: token 2
+            dec.logits_step.array.fill(-np.inf)  # on the decoder's stream: ordered after the run
+
+    monkeypatch.setattr(dec, "run_step", poisoned)
+    kw = dict(seed=1, **SAMPLED) if sampled else {}
+    with pytest.raises(NonFiniteLogitsError, match="step 2"):
+        p.generate(PROMPT, image=image, max_new_tokens=8, stop=(), **kw)
+    monkeypatch.setattr(dec, "run_step", run)
+    assert len(p.generate(PROMPT, image=image, max_new_tokens=8, stop=()).tokens) == 8  # usable afterwards
+
+
+def test_replay_ms_runs_the_loop(folders, image):
+    from vlmdecode.decoders.cuda import replay_ms
+
+    p = vlmdecode.load(folders["fp16"], "cuda", "graph")
+    _, x = p.prepare(PROMPT, image)
+    before = p.decoder.counters()["generations"]
+    ms = replay_ms(p.decoder, x, n=20)
+    assert 0 < ms < 50 and p.decoder.counters()["generations"] == before + 1

@@ -97,7 +97,7 @@ def test_search_defaults_apply_and_calls_override(long_tiny, tmp_path):
     ("repetition_penalty", 1.1, "repetition_penalty"),
     ("chunk_size", 64, r"field\(s\) \['chunk_size'\]"),
     ("top_p", 1.5, "top_p must be in"),
-    ("do_sample", "yes", "do_sample must be bool"),
+    ("do_sample", "yes", "do_sample must be true or false"),
 ])
 def test_search_fields_refused_by_name(long_tiny, tmp_path, field, value, match):
     work = tmp_path / "m"

@@ -313,9 +313,11 @@ def test_name_missing_from_onnx(work, valid_cfg, field, name):
     assert repr(shown) in msg and ".onnx" in msg, msg
 
 
-def test_absent_position_ids_is_dropped(work, valid_cfg):
-    write_cfg(work, edit(valid_cfg, "model.decoder.inputs.position_ids", "nope"))
-    assert "position_ids" not in ModelFolder.load(work).decoder.inputs
+def test_position_ids_mapped_to_an_absent_name_leaves_the_input_unbound(work, valid_cfg):
+    # the mapping is dropped (genai treats position_ids as optional), but the graph's own position_ids input
+    # would then be unbound at the first run: refused at load (issue 12, defect 7)
+    msg = load_error(work, edit(valid_cfg, "model.decoder.inputs.position_ids", "nope"))
+    assert "['position_ids']" in msg and "unbound" in msg, msg
 
 
 @pytest.mark.parametrize("key", ["past_key_names", "past_value_names", "present_key_names", "present_value_names"])

@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 
 import vlmdecode
+from vlmdecode.buffers import allocate
 from vlmdecode.decoders.base import DecoderError
-from vlmdecode.decoders.buffers import allocate
-from vlmdecode.decoders.naive import naive_decode
 from vlmdecode.fixture import build_fixture, preset
 from vlmdecode.fixture.config import IMAGE_TOKEN_ID
 from vlmdecode.generation import GenerationError
@@ -127,14 +126,12 @@ def test_text_folder_equals_embeds_pipeline(pipes, variant, chat_template):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_naive_loop_same_tokens_but_moves_kv(folders, pipes, image, variant):
-    pipe = pipes[variant]
-    ours = run(pipe, image=image).tokens
-    _, x = pipe.prepare(PROMPT, image)
-    transfers = Transfers()
-    session = make_session(pipe.folder.decoder.path, "cpu")
-    got = [tok for tok, _ in naive_decode(pipe.folder, session, x, pipe.token_input, N - 1, transfers)]
-    assert got == ours
-    kv = [s.kv for s in transfers.steps]
+    """mode "naive" runs the same loop and pipeline with numpy KV through session.run every step."""
+    ours = run(pipes[variant], image=image).tokens
+    naive = vlmdecode.load(folders[variant], "cpu", "naive")
+    r = run(naive, image=image)
+    assert naive.mode == "naive" and r.tokens == ours
+    kv = [s.kv_bytes for s in r.steps]
     assert len(kv) == N and all(b > 0 for b in kv)
     if variant == "onnx":  # the Concat cache grows: every step sends and receives more
         assert all(b2 > b1 for b1, b2 in itertools.pairwise(kv[1:]))
@@ -345,7 +342,7 @@ def test_image_tokens_must_match_features(pipes, image, monkeypatch):
         run(pipe, "<image_soft_token>", n=2)
     # features that do not line up with the prompt's soft tokens (a vision model with another count)
     feats = pipe.image_features(image)
-    monkeypatch.setattr(pipe, "image_features", lambda img: feats[:3])
+    monkeypatch.setattr(pipe.prompt, "image_features", lambda px: feats[:3])  # what generation calls
     with pytest.raises(ProcessorError, match="image tokens"):
         run(pipe, image=image, n=2)
 
@@ -362,13 +359,18 @@ def test_nan_logits(folders, image, monkeypatch, where):
 
     monkeypatch.setattr(pipe.decoder, where, poisoned)
     step = 1 if where == "step" else 0
-    with pytest.raises(GenerationError, match=f"step {step}") as e:
+    # after the first token: a GenerationError carrying what was made; at the prefill: the error itself
+    want = GenerationError if step else NonFiniteLogitsError
+    with pytest.raises(want, match=f"step {step}") as e:
         run(pipe, image=image, n=6)
-    assert isinstance(e.value.__cause__, NonFiniteLogitsError) and e.value.__cause__.step == step
-    assert e.value.step == step and e.value.tokens == good[:step]  # the tokens made before the error survive
-    with pytest.raises(GenerationError, match=f"step {step}") as e:
+    cause = e.value.__cause__ if step else e.value
+    assert isinstance(cause, NonFiniteLogitsError) and cause.step == step
+    if step:
+        assert e.value.step == step and e.value.tokens == good[:step]  # the tokens made before the error survive
+    with pytest.raises(want, match=f"step {step}") as e:
         list(pipe.stream(PROMPT, image=image, max_new_tokens=6))
-    assert e.value.tokens == good[:step]
+    if step:
+        assert e.value.tokens == good[:step]
     monkeypatch.undo()
     assert run(pipe, image=image, n=6).tokens == good  # the pipeline recovers
 
@@ -388,7 +390,7 @@ def test_images_of_any_size_and_mode(pipes, image, tmp_path):
     assert run(pipe, image=tmp_path / "ok.png", n=4).tokens == run(pipe, image=image, n=4).tokens
     assert run(pipe, image=np.asarray(image), n=4).tokens == run(pipe, image=image, n=4).tokens
     assert list(pipe.stream(PROMPT, image=demo_image(40), max_new_tokens=3))  # stream resizes as well
-    with pytest.raises(TypeError, match="resize= is gone"):
+    with pytest.raises(TypeError, match="'resize' is not accepted: every image is resized"):
         run(pipe, image=image, n=2, resize=True)
 
 
@@ -522,7 +524,7 @@ def test_transfers_accounting():
     with pytest.raises(ValueError, match="direction"):
         t.note("sideways", 1, "x")
     t.note("h2d", 5, "setup")  # before any step: lands in setup
-    t.begin(0)
+    t.begin()
     t.note("d2h", 7, "kv")
     assert t.end().kv == 7 and t.setup.h2d == 5
     t.reset()
@@ -575,3 +577,66 @@ def test_embedding_table_rows_are_the_embedding_models_output(folders, pipes):
     assert embedding_table(pipe.folder, np.float32) is table  # built once per folder
     with pytest.raises(ValueError, match="no embedding component"):
         embedding_table(pipes["gqa/text"].folder, np.float32)
+
+
+# ---- the decode loop: timing inside the loop, generation lifetime, KV position --------------------------
+def test_step_seconds_exclude_the_consumer(pipes):
+    """StepRecord.seconds is timed inside the loop: a consumer sleeping 50 ms per token never shows in it."""
+    import time
+
+    pipe = pipes["gqa/text"]
+    list(pipe.stream("hi", max_new_tokens=6, stop=()))  # warm
+    slow = []
+    for rec in pipe.stream("hi", max_new_tokens=6, stop=()):
+        slow.append(rec)
+        time.sleep(0.05)
+    assert len(slow) == 6
+    assert all(0 < r.seconds < 0.025 for r in slow[1:]), [r.seconds for r in slow]
+    assert all(0 <= r.detok_seconds < 0.025 for r in slow)
+
+
+def test_abandoned_stream_ends_the_generation(pipes, monkeypatch):
+    dec = pipes["gqa"].decoder
+    calls = []
+    monkeypatch.setattr(dec, "begin_generation", lambda: calls.append("begin"))
+    monkeypatch.setattr(dec, "end_generation", lambda: calls.append("end"))
+    it = pipes["gqa"].stream(PROMPT, max_new_tokens=8, stop=())
+    next(it)
+    assert calls == ["begin"]
+    it.close()
+    assert calls == ["begin", "end"]
+    with dec.generation():  # nested contexts are one generation
+        with dec.generation():
+            pass
+        assert calls == ["begin", "end", "begin"]
+    assert calls == ["begin", "end", "begin", "end"]
+
+
+def test_kv_position_is_owned_by_the_cache(pipes):
+    kv = pipes["gqa"].decoder.kv
+    with pytest.raises(AttributeError):
+        kv.position = 3
+    kv.reset()
+    assert kv.advance(4) == 4 and kv.position == 4
+    with pytest.raises(ValueError, match="capacity"):
+        kv.advance(kv.max_length)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        kv.advance(0)
+    kv.reset()
+    assert kv.position == 0
+
+
+def test_teacher_forced_loop_matches_free_run(pipes):
+    """Recorder(force=...) drives the same loop with given tokens; forcing the greedy tokens changes nothing."""
+    from vlmdecode.sampling import Recorder
+
+    pipe = pipes["gqa"]
+    _, x = pipe.prepare(PROMPT)
+    free = Recorder()
+    tokens = list(pipe.decoder.generate(x, 8, free))
+    forced = Recorder(force=tokens)
+    assert list(pipe.decoder.generate(x, 8, forced)) == tokens
+    np.testing.assert_array_equal(np.stack(free.logits), np.stack(forced.logits))
+    other = Recorder(force=[tokens[0], (tokens[1] + 1) % V] + tokens[2:])
+    list(pipe.decoder.generate(x, 8, other))
+    assert not np.array_equal(other.logits[2], free.logits[2])  # the forced token was fed back

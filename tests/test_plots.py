@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 import vlmdecode
-from vlmdecode import explore as E
 from vlmdecode import plots as P
-from vlmdecode.cli import ensure_fixture
+from vlmdecode.devices import gpu_available
+from vlmdecode.explore import parity, residency, results, tables, widget
+from vlmdecode.fixture.cache import ensure_fixture
 from vlmdecode.processor import demo_image
 
 PROMPT = "Describe the image."
@@ -48,15 +49,15 @@ def bench():
 
 
 def test_component_io_and_op_tables(dirs):
-    ct = E.component_table(dirs["gqa"])
+    ct = tables.component_table(dirs["gqa"])
     assert list(ct.index) == ["vision", "embedding", "decoder"]
     assert {"inputs", "outputs", "nodes", "params", "size_MB"} <= set(ct.columns)
     assert (ct["params"] > 0).all()
-    io = E.io_table(dirs["gqa"])
+    io = tables.io_table(dirs["gqa"])
     assert list(io.columns) == ["component", "direction", "name", "dtype", "shape"]
     dec_in = io[(io.component == "decoder") & (io.direction == "input")]
     assert "inputs_embeds" in set(dec_in["name"])
-    ops = E.op_counts(dirs["gqa"])
+    ops = tables.op_counts(dirs["gqa"])
     assert "com.microsoft:GroupQueryAttention" in ops.index
     assert (ops["total"] == ops[["vision", "embedding", "decoder"]].sum(axis=1)).all()
     assert ops["total"].is_monotonic_decreasing
@@ -64,11 +65,11 @@ def test_component_io_and_op_tables(dirs):
 
 def test_load_results_and_ratios(bench, tmp_path):
     bench.to_csv(tmp_path / "h200_bench_x.csv", index=False)
-    df = E.load_results(root=tmp_path)
+    df = results.load_results(root=tmp_path)
     assert len(df) == len(bench) and (df["source"] == "h200_bench_x.csv").all()
-    assert len(E.ok_results(df)) == 10  # the errored genai rows are dropped
+    assert len(results.ok_results(df)) == 10  # the errored genai rows are dropped
     assert (df["layout"] == "unfused").all()  # a file without the column: results from before layouts
-    r = E.bench_ratios(df)
+    r = results.bench_ratios(df)
     assert list(r.columns) == ["preset", "layout", "dtype", "device", "context", "kv_capacity", "graph/eager",
                                "graph/tokenid-graph", "device/tokenid-graph", "device/genai-graph", "device/floor"]
     assert np.allclose(r["graph/eager"], 0.5) and np.allclose(r["device/tokenid-graph"], 0.5)
@@ -76,81 +77,138 @@ def test_load_results_and_ratios(bench, tmp_path):
     assert np.allclose(r["device/floor"], 2.0)
     fused = bench.assign(layout="fused", per_token_ms=bench["per_token_ms"] / 2)
     pd.concat([bench.assign(layout="unfused"), fused]).to_csv(tmp_path / "h200_bench_x.csv", index=False)
-    r = E.bench_ratios(E.load_results(root=tmp_path))
+    r = results.bench_ratios(results.load_results(root=tmp_path))
     assert list(r["layout"]) == ["fused", "fused", "unfused", "unfused"]
     assert np.allclose(r["device/floor"], [1.0, 1.0, 2.0, 2.0])
     # another KV capacity is other work: its own rows, never pooled with the first
     big = bench.assign(layout="unfused", kv_capacity=4096, per_token_ms=bench["per_token_ms"] * 3)
     pd.concat([bench.assign(layout="unfused", kv_capacity=256), big]).to_csv(tmp_path / "h200_bench_x.csv", index=False)
-    r = E.bench_ratios(E.load_results(root=tmp_path))
+    r = results.bench_ratios(results.load_results(root=tmp_path))
     assert sorted(r["kv_capacity"]) == [256, 256, 4096, 4096]
     assert np.allclose(r.set_index("kv_capacity")["device/floor"].sort_index(), [2, 2, 6, 6])
-    empty = E.load_results(root=tmp_path / "none")
-    assert empty.empty and E.bench_ratios(empty).empty
+    (tmp_path / "none").mkdir()
+    empty = results.load_results(root=tmp_path / "none")
+    assert empty.empty and results.bench_ratios(empty).empty
 
 
 def test_recorded_results_in_repo_load():
-    df = E.load_results()
-    if df.empty:
-        pytest.skip("no recorded results")
-    assert {"preset", "mode", "per_token_ms"} <= set(df.columns)
-    assert not E.ok_results(df)["per_token_ms"].isna().any()
+    df = results.load_results()
+    assert len(df) and {"preset", "mode", "per_token_ms"} <= set(df.columns)  # the committed H200 CSVs
+    assert not results.ok_results(df)["per_token_ms"].isna().any()
+
+
+def test_results_folder_resolves_or_says_why(tmp_path, monkeypatch):
+    monkeypatch.delenv("VLMDECODE_RESULTS", raising=False)
+    assert results.results_dir() == results.REPO_RESULTS and (results.REPO_RESULTS / "README.md").is_file()
+    monkeypatch.setenv("VLMDECODE_RESULTS", str(tmp_path))
+    assert results.results_dir() == tmp_path and results.load_results().empty  # a folder without CSVs
+    missing = tmp_path / "gone"
+    monkeypatch.setenv("VLMDECODE_RESULTS", str(missing))
+    for read in (results.load_results, results.profile_table, results.gpu_test_log, results.launch_floor):
+        with pytest.raises(FileNotFoundError, match=r"gone \(\$VLMDECODE_RESULTS\).*VLMDECODE_RESULTS="):
+            read()
+    monkeypatch.delenv("VLMDECODE_RESULTS")
+    monkeypatch.setattr(results, "REPO_RESULTS", missing)  # a non-editable install: no data/results beside it
+    with pytest.raises(FileNotFoundError, match="repository's data/results.*pip install -e"):
+        results.load_results()
+    with pytest.raises(FileNotFoundError, match="the folder passed"):
+        results.load_results(root=missing)
+
+
+def test_explore_and_plots_import_no_cycle():
+    """Every import of vlmdecode.explore.* and vlmdecode.plots, lazy ones (inside functions) included, points
+    away from a module that imports it back."""
+    import ast
+    from pathlib import Path
+
+    pkg = Path(vlmdecode.__file__).parent
+    files = {"vlmdecode.plots": pkg / "plots.py"} | {
+        f"vlmdecode.explore.{f.stem}": f for f in (pkg / "explore").glob("*.py") if f.stem != "__init__"}
+    files["vlmdecode.explore"] = pkg / "explore" / "__init__.py"
+    edges = {}
+    for name, path in files.items():
+        base = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level:
+                    mod = ".".join(base.split(".")[: len(base.split(".")) - node.level + 1] + ([mod] if mod else []))
+                deps |= {mod} | {f"{mod}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+        edges[name] = {d for d in deps if d in files} | ({"vlmdecode.explore"} if any(
+            d.startswith("vlmdecode.explore.") for d in deps) else set())
+    assert edges["vlmdecode.explore"] == set()  # the package file imports none of its modules
+    assert "vlmdecode.explore.results" in edges["vlmdecode.plots"] and "vlmdecode.plots" in edges[
+        "vlmdecode.explore.widget"]
+
+    def reach(start):
+        seen, todo = set(), [start]
+        while todo:
+            for d in edges.get(todo.pop(), ()):
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return seen
+
+    assert [m for m in files if m in reach(m)] == []
 
 
 def test_gpu_test_log(tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("tests/test_cuda.py::test_a PASSED   [ 50%]\ntests/test_cuda.py::test_b FAILED [100%]\n"
                    "noise\nFAILED tests/test_cuda.py::test_b - AssertionError\n")
-    t = E.gpu_test_log(log)
+    t = results.gpu_test_log(log)
     assert t.to_dict("list") == {"file": ["tests/test_cuda.py"] * 2, "test": ["test_a", "test_b"],
                                  "outcome": ["PASSED", "FAILED"]}
-    assert E.gpu_test_log(tmp_path / "missing.txt").empty
+    assert results.gpu_test_log(tmp_path / "missing.txt").empty
 
 
 def test_gpu_available_is_bool():
-    assert isinstance(E.gpu_available(), bool)
+    assert isinstance(gpu_available(), bool)
 
 
 def test_predicted_bytes(dirs):
     from vlmdecode.modelfolder import ModelFolder
 
     f = ModelFolder.load(dirs["gqa"])
-    H, V = f.info.hidden_size, E.folder_vocab(f)
-    assert E.predicted_bytes(f, "resident", 10) == {"h2d": H * 4 + 16, "d2h": V * 4, "kv": 0}
-    assert E.predicted_bytes(f, "device", 10) == {"h2d": 0, "d2h": 8, "kv": 0}
+    H, V = f.info.hidden_size, f.vocab_size
+    assert residency.predicted_bytes(f, "resident", 10) == {"h2d": H * 4 + 16, "d2h": V * 4, "kv": 0}
+    assert residency.predicted_bytes(f, "device", 10) == {"h2d": 0, "d2h": 8, "kv": 0}
     i = f.info
     row = 2 * i.num_layers * i.num_kv_heads * i.head_size * 4
-    assert E.predicted_bytes(f, "naive", 10)["kv"] == 2 * f.max_length * row
+    assert residency.predicted_bytes(f, "naive", 10)["kv"] == 2 * f.max_length * row
     o = ModelFolder.load(dirs["onnx"])
-    assert E.predicted_bytes(o, "naive", 10)["kv"] == 10 * row + 11 * row
+    assert residency.predicted_bytes(o, "naive", 10)["kv"] == 10 * row + 11 * row
     with pytest.raises(ValueError):
-        E.predicted_bytes(f, "bogus", 1)
+        residency.predicted_bytes(f, "bogus", 1)
 
 
 def test_trajectories_parity_and_errors(dirs):
     pipe = vlmdecode.load(dirs["gqa"], "cpu")
     img = demo_image(32)
-    t, lg = E.cpu_trajectory(pipe, PROMPT, img, 8)
-    rt, rl = E.reference_trajectory(dirs["gqa"], PROMPT, img, 8)
-    assert t.shape == (8,) and lg.shape == (8, E.folder_vocab(pipe.folder))
+    t, lg = parity.cpu_trajectory(pipe, PROMPT, img, 8)
+    rt, rl = parity.reference_trajectory(dirs["gqa"], PROMPT, img, 8)
+    assert t.shape == (8,) and lg.shape == (8, pipe.folder.vocab_size)
     assert t.tolist() == pipe.generate(PROMPT, image=img, max_new_tokens=8, stop=()).tokens
-    p = E.parity_table(cpu=t, reference=rt, genai=None)
+    p = parity.parity_table(cpu=t, reference=rt, genai=None)
     assert list(p.columns) == ["step", "cpu", "reference", "equal"]  # None is left out
     assert p["equal"].all()
-    short = E.parity_table(cpu=t, reference=rt[:5])
+    short = parity.parity_table(cpu=t, reference=rt[:5])
     assert short["equal"].tolist() == [True] * 5 + [False] * 3
-    mt = E.margin_table(dirs["gqa"], PROMPT, img, 8)
+    mt = parity.margin_table(dirs["gqa"], PROMPT, img, 8)
     assert {"step", "token", "margin"} <= set(mt.columns) and mt["token"].tolist() == rt.tolist()
-    g = E.genai_tokens(dirs["gqa"], pipe, PROMPT, img, 8)
+    g = parity.genai_tokens(dirs["gqa"], pipe, PROMPT, img, 8)
     assert g is None or g == t.tolist()
-    err = E.logit_error(lg, rl)
+    err = parity.logit_error(lg, rl)
     assert list(err.columns) == ["step", "max_abs", "rel"] and (err["rel"] < 1e-4).all()
-    m = E.margins(rl)
+    m = parity.margins(rl)
     assert (m["margin"] >= 0).all() and np.allclose(m["margin"], m["top1"] - m["top2"])
 
 
 def test_residency_sweep_matches_prediction(dirs):
-    df = E.residency_sweep(dirs, [8, 40], new_tokens=4)
+    df = residency.residency_sweep(dirs, [8, 40], new_tokens=4)
     assert len(df) == 8
     assert (df["h2d_bytes"] == df["pred_h2d"]).all() and (df["d2h_bytes"] == df["pred_d2h"]).all()
     assert (df[df["mode"] == "resident"]["kv_bytes"] == 0).all()
@@ -161,16 +219,16 @@ def test_residency_sweep_matches_prediction(dirs):
 
 def test_explorer_builds_and_runs(dirs):
     pytest.importorskip("ipywidgets")
-    box = E.explorer(E.fixture_pipes(dirs["gqa"].parent), image=demo_image(32))
-    assert box.widgets["device"].options == (("cpu", "cuda") if E.gpu_available() else ("cpu",))
+    box = widget.explorer(widget.fixture_pipes(dirs["gqa"].parent), image=demo_image(32))
+    assert box.widgets["device"].options == (("cpu", "cuda") if gpu_available() else ("cpu",))
     box.widgets["tokens"].value = 5
     recs = box.run()
     assert len(recs) == 5 and box.records is recs
 
 
 def test_summary_stats():
-    assert E.summary_stats([1, 2, 3]) == {"median": 2, "min": 1, "max": 3}
-    assert np.isnan(E.summary_stats([])["median"])
+    assert widget.summary_stats([1, 2, 3]) == {"median": 2, "min": 1, "max": 3}
+    assert np.isnan(widget.summary_stats([])["median"])
 
 
 def _is_fig(fig):
@@ -178,9 +236,9 @@ def _is_fig(fig):
 
 
 def test_plots_return_titled_figures(dirs, bench):
-    sweep = E.residency_sweep(dirs, [8, 24], new_tokens=3)
-    m = E.margins(np.random.default_rng(0).normal(size=(6, 20)))
-    err = E.logit_error(np.ones((4, 5)) + 1e-6, np.ones((4, 5)))
+    sweep = residency.residency_sweep(dirs, [8, 24], new_tokens=3)
+    m = parity.margins(np.random.default_rng(0).normal(size=(6, 20)))
+    err = parity.logit_error(np.ones((4, 5)) + 1e-6, np.ones((4, 5)))
     figs = [P.plot_image(demo_image(32)), P.plot_margins(m, threshold=0.01),
             P.plot_logit_error({"cpu": err, "genai": None}), P.plot_bytes_vs_context(sweep),
             P.plot_time_vs_context(sweep), P.plot_recorded_bytes(bench), P.plot_latency_by_mode(bench),
@@ -200,15 +258,13 @@ def test_plots_handle_empty_inputs():
 
 
 def test_live_step_times_and_step_lines(tmp_path):
-    from vlmdecode import explore, plots
-
-    df = explore.live_step_times(tmp_path, max_new_tokens=6)
+    df = widget.live_step_times(tmp_path, max_new_tokens=6)
     assert list(df.columns) == ["label", "step", "ms"]
     assert set(df["label"]) >= {"cpu resident"} and (df["ms"] > 0).all()
     assert df.groupby("label").size().eq(6).all()
-    fig = plots.plot_step_lines(df)
+    fig = P.plot_step_lines(df)
     assert fig.axes[0].get_title() and fig.axes[0].get_yscale() == "log"
-    assert plots.plot_step_lines(df.iloc[:0]).axes[0].texts  # "no data" note
+    assert P.plot_step_lines(df.iloc[:0]).axes[0].texts  # "no data" note
 
 
 def test_every_bench_mode_has_its_own_color():
@@ -224,7 +280,7 @@ def test_layout_table(tmp_path):
 
     layouts = ("unfused", "fused", "fused-cuda")
     dirs = {lay: build_fixture(preset("tiny", layout=lay), tmp_path / lay) for lay in layouts}
-    t = E.layout_table(dirs)
+    t = tables.layout_table(dirs)
     assert list(t.index) == ["unfused", "fused", "fused-cuda"]
     assert list(t["nodes"]) == sorted(t["nodes"], reverse=True)
     assert t.loc["unfused", "RotaryEmbedding"] == 2 * preset("tiny").num_layers
@@ -239,11 +295,11 @@ def test_profile_table(tmp_path):
                                 "tiny": {"context": 128, "fused": {"graph_step_device_ms": 0.1, "ops": {}}},
                                 "gemma3-1b": {"context": 1024, "unfused": {"graph_step_device_ms": 2.8},
                                               "gemv": {"replay_ms": 0.9}}}))
-    t = E.profile_table(path)
+    t = results.profile_table(path)
     assert t[["preset", "layout", "context", "graph_step_device_ms"]].values.tolist() == [
         ["tiny", "fused", 128, 0.1], ["gemma3-1b", "unfused", 1024, 2.8]]
-    assert "ops" not in t and E.profile_table(tmp_path / "missing.json").empty
-    recorded = E.profile_table()
+    assert "ops" not in t and results.profile_table(tmp_path / "missing.json").empty
+    recorded = results.profile_table()
     if not recorded.empty:
         assert set(recorded["layout"]) == {"unfused", "fused", "fused-cuda"}
 
@@ -252,9 +308,9 @@ def test_launch_floor_reads_rows_and_fit(tmp_path):
     path = tmp_path / "lf.json"
     path.write_text('{"rows": [{"kernels": 1, "graph_us": 2.0, "us_per_kernel": 2.0}, '
                     '{"kernels": 10, "graph_us": 11.0, "us_per_kernel": 1.1}], "fit_us_per_kernel": 1.0}')
-    t = E.launch_floor(path)
+    t = results.launch_floor(path)
     assert list(t["kernels"]) == [1, 10] and t.attrs["us_per_kernel"] == 1.0
-    missing = E.launch_floor(tmp_path / "none.json")
+    missing = results.launch_floor(tmp_path / "none.json")
     assert missing.empty and np.isnan(missing.attrs["us_per_kernel"])
 
 
@@ -262,7 +318,7 @@ def test_kernel_groups_shares(tmp_path):
     path = tmp_path / "k.json"
     path.write_text('{"provenance": {}, "p": {"kernel_us": 10.0, "groups": {"matmul": {"kernels": 3, "us": 6.0}, '
                     '"norm": {"kernels": 2, "us": 4.0}}}}')
-    t = E.kernel_groups(path)
+    t = results.kernel_groups(path)
     assert list(t["group"]) == ["matmul", "norm"] and np.allclose(t["share"], [0.6, 0.4])
-    assert E.kernel_groups(tmp_path / "none.json").empty
-    assert set(E.kernel_groups()["group"]) >= {"matmul", "norm"}  # the committed H200 profile loads
+    assert results.kernel_groups(tmp_path / "none.json").empty
+    assert set(results.kernel_groups()["group"]) >= {"matmul", "norm"}  # the committed H200 profile loads

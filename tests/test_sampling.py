@@ -15,13 +15,17 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vlmdecode.sampling import (
+    PHILOX_SOURCE,
     NonFiniteLogitsError,
     Sampler,
     SamplingParams,
     array_module,
     check_finite,
     filter_logits,
+    philox4x32,
+    philox_uniform,
     sample,
+    sample_unchecked,
 )
 
 NEG = -math.inf
@@ -376,8 +380,62 @@ def test_same_seed_same_tokens_different_seed_different_tokens():
 
 
 def test_sampler_uniform_is_in_unit_interval():
-    u = Sampler(SamplingParams(do_sample=True, seed=0)).uniform(1000)
+    u = Sampler(SamplingParams(do_sample=True, seed=0)).uniform(3, 1000)
     assert u.dtype == np.float64 and u.shape == (1000,) and (u >= 0).all() and (u < 1).all()
+    assert len(np.unique(u)) == 1000
+
+
+# Random123's known-answer vectors for philox4x32-10 (kat_vectors): counter, key -> output
+PHILOX_KAT = [
+    ([0, 0, 0, 0], [0, 0], [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]),
+    ([0xFFFFFFFF] * 4, [0xFFFFFFFF] * 2, [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]),
+    ([0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344], [0xA4093822, 0x299F31D0],
+     [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]),
+]
+
+
+@pytest.mark.parametrize("counter, key, expected", PHILOX_KAT)
+def test_philox_matches_random123_known_answers(counter, key, expected):
+    out = philox4x32([[c] for c in counter], key)
+    assert out.dtype == np.uint32 and out[:, 0].tolist() == expected
+
+
+def test_philox_uniform_is_counter_based():
+    """A draw depends on (seed, step, row) only: the same step gives the same value whatever came before."""
+    a, b = Sampler(SamplingParams(do_sample=True, seed=9)), Sampler(SamplingParams(do_sample=True, seed=9))
+    for step in range(5):
+        a.uniform(step, 4)
+    np.testing.assert_array_equal(a.uniform(7, 4), b.uniform(7, 4))
+    assert philox_uniform(9, 7, 4)[2] == b.uniform(7, 3)[2]  # row r of a batch = row r alone
+    assert philox_uniform(9, 7)[0] != philox_uniform(9, 8)[0] != philox_uniform(10, 8)[0]
+    seeds = [0, 2**32 - 1, 2**32, 2**64 - 1]  # both key words are used
+    assert len({philox_uniform(s, 0)[0] for s in seeds}) == 4
+    with pytest.raises(ValueError, match="2\\*\\*64"):
+        SamplingParams(do_sample=True, seed=2**64)
+
+
+def test_philox_cuda_source_matches_numpy(tmp_path):
+    """The CUDA C of PHILOX_SOURCE, compiled for the host by nvcc (no GPU needed), gives numpy's bits."""
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not on PATH")
+    src = tmp_path / "philox.cu"
+    src.write_text("#include <cstdio>\nint main() {\n"
+                   "  unsigned long long seeds[3] = {0ULL, 12345ULL, 0xFFFFFFFFFFFFFFFFULL};\n"
+                   "  unsigned long long steps[3] = {0ULL, 7ULL, 0x100000003ULL};\n"
+                   "  for (int s = 0; s < 3; ++s) for (int t = 0; t < 3; ++t) for (int i = 0; i < 2; ++i) {\n"
+                   "    unsigned int k0 = (unsigned int)seeds[s], k1 = (unsigned int)(seeds[s] >> 32);\n"
+                   "    unsigned long long step = steps[t]; double u;\n"
+                   + PHILOX_SOURCE + '    printf("%.17g\\n", u); }\n  return 0;\n}\n')
+    exe = tmp_path / "philox"
+    subprocess.run([nvcc, "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
+    got = [float(v) for v in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
+    want = [philox_uniform(seed, step, 2)[i] for seed in (0, 12345, 2**64 - 1) for step in (0, 7, 2**32 + 3)
+            for i in range(2)]
+    assert got == want
 
 
 def test_unseeded_sampler_works():
@@ -466,6 +524,53 @@ def test_numpy_arrays_use_numpy_without_importing_cupy():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# the loop's entry points: Sampler.pick (B = 1 host fast path) and sample_unchecked (device loops)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("vocab", [320, 5000])
+def test_pick_equals_sample(dtype, vocab):
+    rng = np.random.default_rng(vocab)
+    greedy, sampled = Sampler(SamplingParams()), Sampler(SamplingParams(do_sample=True, seed=3, top_k=50))
+    for step in range(20):
+        row = rng.normal(scale=3.0, size=vocab).astype(dtype)
+        row[rng.integers(0, vocab, 5)] = NEG
+        if step % 4 == 0:
+            row[:] = -5.0  # a tie everywhere: the first index
+        assert greedy.pick(row, step) == int(sample(row[None], SamplingParams())[0])
+        want = sample(row[None], sampled.params, philox_uniform(3, step))[0]
+        assert sampled.pick(row, step) == int(want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("vocab", [320, 5000])
+@pytest.mark.parametrize("bad", ["nan", "inf", "all-inf"])
+def test_pick_raises_like_sample(dtype, vocab, bad):
+    row = np.zeros(vocab, dtype)
+    if bad == "all-inf":
+        row[:] = NEG
+    else:
+        row[vocab // 2] = float(bad)
+    for params in (SamplingParams(), SAMPLED):
+        with pytest.raises(NonFiniteLogitsError, match="at step 5"):
+            Sampler(params).pick(row, 5)
+
+
+@pytest.mark.parametrize("params", [SamplingParams(), SAMPLED], ids=["greedy", "sampled"])
+def test_sample_unchecked_marks_bad_rows_minus_one(params):
+    logits = np.random.default_rng(8).normal(size=(5, 30))
+    logits[1, 4] = math.nan
+    logits[2, 0] = math.inf
+    logits[3, :] = NEG  # nothing to pick: the same rule as check_finite
+    logits[4, :3] = NEG  # masked tokens are fine
+    u = philox_uniform(1, 0, 5)
+    got = sample_unchecked(logits, params, u)
+    assert got[1:4].tolist() == [-1, -1, -1]
+    good = [0, 4]
+    np.testing.assert_array_equal(got[good], sample(logits[good], params, u[good]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # CuPy: the same functions on the GPU
 
 
@@ -489,6 +594,19 @@ def test_cupy_matches_numpy():
         np.testing.assert_array_equal(ids.get(), sample(logits, params, uniform))
     first, second = Sampler(SamplingParams(do_sample=True, seed=1)), Sampler(SamplingParams(do_sample=True, seed=1))
     np.testing.assert_array_equal(first(on_gpu).get(), second(on_gpu).get())
+    # Philox on the GPU: bit-identical uniforms, so host and device draws give the same tokens
+    for seed in (0, 1, 2**32 + 5, 2**64 - 1):
+        for step in (0, 3, 2**32 + 1):
+            on_dev = Sampler(SamplingParams(do_sample=True, seed=seed)).uniform(step, 8, cupy)
+            np.testing.assert_array_equal(on_dev.get(), philox_uniform(seed, step, 8))
+    np.testing.assert_array_equal(first(on_gpu, 6).get(), Sampler(first.params)(logits, 6))
+    # sample_unchecked on the GPU: same ids, -1 for bad rows
+    worse = on_gpu.copy()
+    worse[2, 7] = cupy.inf
+    worse[3, :] = -cupy.inf
+    for params in (SamplingParams(), SAMPLED):
+        np.testing.assert_array_equal(sample_unchecked(worse, params, cupy.asarray(uniform)).get(),
+                                      sample_unchecked(worse.get(), params, uniform))
     bad = on_gpu.copy()
     bad[5, 3] = cupy.nan
     with pytest.raises(NonFiniteLogitsError, match=r"step 4: batch rows \[5\]"):

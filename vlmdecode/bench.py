@@ -8,8 +8,10 @@ each run every scenario once (odd rounds in reverse order), so the modes being c
 interleaved, not one after another. Per-token time is the median over rounds of a steady-state
 window's median (first `skip` tokens dropped: capture, warm-up), and
 independently the two-length method ((T(n) - T(n/2)) / (n/2), which cancels prefill). The floor is
-(decoder weight bytes + KV bytes read at that context) / device-to-device copy bandwidth measured in
-the same run. Not a timed test: targets are read off the results files.
+`costmodel.floor_ms`: (decoder weight bytes + KV bytes read at that context) / device-to-device copy
+bandwidth measured in the same run. Per-token time is the loop's own time per token (decoder work,
+sampling and the detokenizer: `StepRecord.seconds + detok_seconds`), never the caller's. Not a timed
+test: targets are read off the results files.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from . import modes
+from .costmodel import decoder_weight_bytes, floor_ms
 from .profiling import prompt_ids, provenance
 
-CUDA_MODES = ("naive", "eager", "graph", "device", "device-session", "tokenid-graph", "genai-eager", "genai-graph")
-CPU_MODES = ("naive", "naive-concat", "resident", "genai")
+CUDA_MODES = modes.on("cuda")  # every scenario the bench runs, pipeline modes and comparisons (vlmdecode.modes)
+CPU_MODES = modes.on("cpu")
 CONTEXTS = {"tiny": [128], "small": [64, 256, 1024, 2048], "gemma3-1b": [128, 1024, 4096]}
 
 
@@ -49,35 +53,6 @@ def copy_bandwidth(nbytes: int = 1 << 30, iters: int = 20) -> float:
     return 2 * a.nbytes / float(np.median(times))
 
 
-def decoder_weight_bytes(folder) -> int:
-    """Bytes of the decoder's initializers (what one decode step must read at least once)."""
-    import onnx
-
-    m = onnx.load(str(folder.decoder.path), load_external_data=False)
-    total = 0
-    for t in m.graph.initializer:
-        ext = {e.key: e.value for e in t.external_data}
-        if "length" in ext:
-            total += int(ext["length"])
-        else:
-            total += len(t.raw_data) or int(np.prod(t.dims)) * 4
-    return total
-
-
-def kv_read_bytes(folder, context: int) -> int:
-    """K+V bytes one decode step reads at `context`: global layers all of it, local layers the window."""
-    from .fixture import load_fixture_config
-
-    info = folder.info
-    per_token_layer = 2 * info.num_kv_heads * info.head_size * np.dtype(info.dtype).itemsize
-    try:
-        cfg = load_fixture_config(folder.root)
-        kinds, window = cfg.layer_types, cfg.sliding_window
-    except (FileNotFoundError, TypeError, ValueError):
-        kinds, window = ("global",) * info.num_layers, context
-    return int(sum(per_token_layer * (context if k == "global" else min(context, window)) for k in kinds))
-
-
 # ---- timing one scenario: a warmed-up `once()` per scenario, repeats taken in rounds ------------
 def _steady_ms(seconds: list, skip: int) -> float:
     window = seconds[skip:] if len(seconds) > skip + 2 else seconds[1:]
@@ -97,35 +72,12 @@ def pipeline_once(pipe, context: int, new_tokens: int, skip: int):
             last = pipe.generate_from_ids(ids, max_new_tokens=n, stop=(), _t0=t0)
             totals[n] = time.perf_counter() - t0
         tail = last.steps[-1]
-        return dict(steady=_steady_ms([s.seconds for s in last.steps], skip), ttft=last.ttft_seconds * 1e3,
+        per_token = [s.seconds + s.detok_seconds for s in last.steps]
+        return dict(steady=_steady_ms(per_token, skip), ttft=last.ttft_seconds * 1e3,
                     two_length=(totals[new_tokens] - totals[new_tokens // 2]) / (new_tokens - new_tokens // 2) * 1e3,
                     tail=dict(h2d_per_step=tail.h2d_bytes, d2h_per_step=tail.d2h_bytes, kv_per_step=tail.kv_bytes,
                               tokens=len(last.tokens), first_tokens=" ".join(map(str, last.tokens[:8])),
                               **{f"n_{k}": v for k, v in last.counters.items()}))
-    return once
-
-
-def naive_once(pipe, context: int, new_tokens: int, skip: int, device: str):
-    """The naive loop (numpy KV through session.run every step) on `pipe`'s folder; warmed up once."""
-    from .decoders.naive import naive_decode
-    from .sessions import make_session
-    from .transfers import Transfers
-
-    sess = make_session(pipe.folder.decoder.path, device)
-    ids = prompt_ids(context)
-    x = ids if pipe.folder.info.drive == "ids" else pipe.embed(ids, None)
-
-    def once() -> dict:
-        t = Transfers()
-        stamps, tokens = [time.perf_counter()], []
-        for tok, _ in naive_decode(pipe.folder, sess, x, pipe.token_input, new_tokens - 1, t):
-            stamps.append(time.perf_counter())
-            tokens.append(tok)
-        last = t.steps[-1]
-        return dict(steady=_steady_ms(list(np.diff(stamps)), skip),
-                    tail=dict(h2d_per_step=last.h2d, d2h_per_step=last.d2h, kv_per_step=last.kv, tokens=len(tokens),
-                              first_tokens=" ".join(map(str, tokens[:8]))))
-    once()  # warm-up pass
     return once
 
 
@@ -161,15 +113,13 @@ def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
     import tempfile
 
     from .decoders.cuda import CudaDecoder
+    from .sampling import Sampler, SamplingParams
 
     prefix = str(Path(tempfile.mkdtemp()) / "ortprof")
     dec = CudaDecoder(folder, device, "eager", profile_prefix=prefix)
     x = np.zeros((1, 4, folder.info.hidden_size), dec.dtype)
-    dec.begin_generation()
-    dec.prefill(x)
-    step_x = np.zeros((1, 1, folder.info.hidden_size), dec.dtype)
-    for _ in range(steps):
-        dec.step(step_x)
+    for _ in dec.generate(x, steps + 1, Sampler(SamplingParams())):  # prefill, then `steps` decode steps
+        pass
     path = dec.session.end_profiling()
     events = json.loads(Path(path).read_text())
     runs = [e for e in events if e.get("name") == "model_run"]
@@ -187,15 +137,48 @@ def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
 
 
 # ---- the matrix ------------------------------------------------------------------------------
+def results_dir(out_dir, tag: str, force: bool = False) -> Path:
+    """The folder run_matrix writes TAG.csv and TAG.json into: `out_dir`, or (None) a new timestamped folder
+    under the cache (`$VLMDECODE_CACHE/bench/YYYYmmdd-HHMMSS`). FileExistsError if either file exists there
+    and not `force`; ValueError for a tag that is not a plain file stem."""
+    import re
+
+    if not isinstance(tag, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", tag):
+        raise ValueError(f"tag {tag!r} must be a plain file name stem (letters, digits, '_', '-', '.')")
+    if out_dir is None:
+        from .fixture.cache import cache_dir
+
+        stamp, n = time.strftime("%Y%m%d-%H%M%S"), 1
+        out = cache_dir() / "bench" / stamp
+        while out.exists():
+            n += 1
+            out = cache_dir() / "bench" / f"{stamp}-{n}"
+        return out
+    out = Path(out_dir)
+    existing = [str(p) for p in (out / f"{tag}.csv", out / f"{tag}.json") if p.exists()]
+    if existing and not force:
+        raise FileExistsError(f"{' and '.join(existing)} already exist: pass --force (force=True) to overwrite "
+                              "them, or choose another --out or --tag")
+    return out
+
+
 def run_matrix(presets=("tiny",), devices=("cpu",), modes=None, contexts=None, new_tokens=64, repeats=3, skip=8,
-               peer=True, out_dir="data/results", root=None, tag="bench", log=print, progress=True,
-               layouts=("unfused",)):
+               peer=True, out_dir=None, root=None, tag="bench", log=print, progress=True,
+               layouts=("unfused",), force=False):
+    """Time every scenario; return the rows. out_dir: write OUT/TAG.csv and OUT/TAG.json after every round
+    (None: no files; existing files are refused unless `force`, see `results_dir`)."""
     import pandas as pd
 
     import vlmdecode
 
     from .devices import parse_device
+    from .sessions import check_cuda
 
+    if out_dir is not None:
+        out_dir = results_dir(out_dir, tag, force)
+    for device in devices:  # before any work: a CUDA device that cannot be used is a CudaUnavailableError
+        if parse_device(device).is_cuda:
+            check_cuda(parse_device(device))
     plan = _Plan(modes, contexts, peer, root, new_tokens, repeats, skip, out_dir, tag, log, progress)
     rows, prov = [], provenance()
     prov["method"] = ("models loaded and warmed up first; then `repeats` rounds, each running every scenario of a "
@@ -237,7 +220,7 @@ def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
     every round, so a cut-off run keeps what it measured."""
     from tqdm.auto import tqdm
 
-    from .cli import ensure_fixture
+    from .fixture.cache import ensure_fixture
     from .modelfolder import ModelFolder
 
     dtype = "fp16" if dev.is_cuda else "fp32"
@@ -298,7 +281,7 @@ def _row(sc: dict, folder, weight_bytes: int, bw: float | None) -> dict:
     row = summarize(sc["samples"]) if sc["samples"] and sc["error"] is None else dict(error=sc["error"])
     row.update(sc["base"])
     if bw and "per_token_ms" in row:
-        floor = (weight_bytes + kv_read_bytes(folder, row["context"])) / bw * 1e3
+        floor = floor_ms(folder, row["context"], bw, weight_bytes)
         row.update(floor_ms=floor, ratio_to_floor=row["per_token_ms"] / floor)
     return row
 
@@ -326,12 +309,7 @@ def _once(vlmdecode, plan: _Plan, folder_dir, dev, mode, ctx, loaded, capacity):
         return genai_once(loaded[mode], ctx, new_tokens, skip, max_length=capacity)
     load = functools.partial(vlmdecode.load, max_length=capacity)
     if mode == "naive-concat":  # the `onnx` attention build: numpy KV concatenated by the graph each step
-        eager = None if not dev.is_cuda else "eager"
-        pipe = loaded.setdefault(mode, load(cli_fixture(folder_dir, "onnx"), str(dev), eager))
-        return naive_once(pipe, ctx, new_tokens, skip, str(dev))
-    if mode == "naive":  # a pipeline only for its folder, embedding and token_input
-        pipe = loaded.setdefault("naive", load(folder_dir, str(dev), None if not dev.is_cuda else "eager"))
-        return naive_once(pipe, ctx, new_tokens, skip, str(dev))
+        loaded.setdefault(mode, load(cli_fixture(folder_dir, "onnx"), str(dev), "naive"))
     if mode not in loaded:
         if mode == "tokenid-graph":
             loaded[mode] = load(Path(folder_dir) / "text", str(dev), "graph")
@@ -344,11 +322,24 @@ def _once(vlmdecode, plan: _Plan, folder_dir, dev, mode, ctx, loaded, capacity):
 
 def cli_fixture(folder_dir, attention: str) -> Path:
     """The sibling fixture folder (same preset and dtype) with another attention kind, unfused."""
-    from .cli import ensure_fixture
     from .fixture import load_fixture_config
+    from .fixture.cache import ensure_fixture
 
     cfg = load_fixture_config(folder_dir)
     return ensure_fixture(cfg.name, attention, cfg.dtype, Path(folder_dir).parent)
+
+
+def _read_results(path, key, extra=("spread",)):
+    """A results CSV with the columns compare() needs; files from before layouts existed were all unfused."""
+    import pandas as pd
+
+    t = pd.read_csv(path)
+    if "layout" not in t:
+        t["layout"] = "unfused"
+    missing = [c for c in [*key, "per_token_ms", *extra] if c not in t]
+    if missing:
+        raise ValueError(f"{path} lacks column(s) {missing}: not a bench run results CSV")
+    return t
 
 
 def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):
@@ -357,18 +348,14 @@ def compare(base_csv, new_csv, noise_csv=None, floor_pct: float = 5.0):
     Threshold: 3 x the relative spread seen in `noise_csv` (repeated runs of one build) for that
     scenario, else the larger of the two runs' own spreads x 100, never below `floor_pct`.
     """
-    import pandas as pd
 
-    base, new = pd.read_csv(base_csv), pd.read_csv(new_csv)
-    for t in (base, new):  # results from before layouts existed were all unfused
-        if "layout" not in t:
-            t["layout"] = "unfused"
     key = ["preset", "layout", "device", "mode", "context"]
+    base, new = _read_results(base_csv, key), _read_results(new_csv, key)
     t = base[key + ["per_token_ms", "spread"]].merge(new[key + ["per_token_ms", "spread"]], on=key,
                                                       suffixes=("_base", "_new"))
     t["change_pct"] = (t["per_token_ms_new"] / t["per_token_ms_base"] - 1) * 100
     if noise_csv:
-        noise = pd.read_csv(noise_csv).groupby(key)["per_token_ms"].agg(lambda s: s.std() / s.mean() * 100)
+        noise = _read_results(noise_csv, key, ()).groupby(key)["per_token_ms"].agg(lambda s: s.std() / s.mean() * 100)
         t = t.merge(noise.rename("noise_pct").reset_index(), on=key, how="left")
         t["threshold_pct"] = (3 * t["noise_pct"]).fillna(floor_pct).clip(lower=floor_pct)
     else:

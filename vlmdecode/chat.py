@@ -16,6 +16,7 @@ Not here: tokenization (processor). A template error is a ProcessorError carryin
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -62,6 +63,10 @@ class ChatTemplate:
         if not isinstance(t, str):
             raise ProcessorError(f"{where} must be a string or a list of {{name, template}}, got {type(t).__name__}")
         return ChatTemplate(where, t, special)
+
+    def markers(self) -> list[str]:
+        """The <...> special-token literals the template writes (Gemma's <start_of_turn>, <end_of_turn>, ...)."""
+        return sorted(set(re.findall(r"<[A-Za-z0-9_|]{1,64}>", self.text)))
 
     def render(self, messages: list, add_generation_prompt: bool = True) -> str:
         import jinja2

@@ -1,8 +1,9 @@
 """Device names: what "cpu", "cuda" and "cuda:N" mean, and how many CUDA devices are visible.
 
 This module is the one place that parses a device string. It is not a session or provider factory and
-imports no onnxruntime; `Device.ort_device` gives the (device_type, device_id) pair that onnxruntime's
-IOBinding and OrtValue calls take, and callers pass it on themselves.
+imports no onnxruntime at import time (`gpu_available` imports it when called); `Device.ort_device` gives
+the (device_type, device_id) pair that onnxruntime's IOBinding and OrtValue calls take, and callers pass
+it on themselves.
 
 Accepted spellings, exactly and in lowercase (case-sensitive: "CPU", "Cuda:0" are rejected, so that one
 device has few spellings and typos fail early):
@@ -88,3 +89,13 @@ def cuda_device_count() -> int:
         # cupy.cuda.runtime.CUDARuntimeError (no device, driver too old) is a RuntimeError;
         # OSError covers a CUDA runtime library that cannot be loaded.
         return 0
+
+
+def gpu_available() -> bool:
+    """True when onnxruntime has the CUDA provider and CuPy sees a GPU; never raises."""
+    try:
+        import onnxruntime
+
+        return "CUDAExecutionProvider" in onnxruntime.get_available_providers() and cuda_device_count() > 0
+    except Exception:  # noqa: BLE001
+        return False

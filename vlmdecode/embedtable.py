@@ -31,7 +31,7 @@ def embedding_table(folder: ModelFolder, dtype) -> np.ndarray:
         raise ValueError(f"{folder.root} has no embedding component: its decoder takes token ids")
     key = (str(Path(e.path).resolve()), np.dtype(dtype).str)
     if key not in _cache:
-        host = make_session(e.path, "cpu")
+        host = make_session(e, "cpu")
         shape = e.signature.inputs[e.inputs["image_features"]][1]
         empty = np.zeros([0 if isinstance(d, str) else d for d in shape], dtype)
         rows = []

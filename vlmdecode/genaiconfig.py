@@ -2,7 +2,7 @@
 
     read_config(root) -> the parsed file; token_ids(cfg) / TokenIds.read(root) -> bos / eos / pad /
     image token ids and context_length; the per-section lists of fields vlmdecode reads (anything else
-    is refused by name) and session_options.
+    is refused by name; what session_options may hold is `sessionpolicy`'s, checked by foldercheck).
 
 The half of `modelfolder` (the one reader of genai_config.json) that needs no ONNX file: the processor
 reads its ids through TokenIds, never the file itself. Every problem raises `ModelFolderError`
@@ -56,7 +56,6 @@ _FIELDS = {
     "decoder.outputs": {"logits", "present_key_names", "present_value_names"},
     "vision.inputs": {"pixel_values"}, "vision.outputs": {"image_features"},
     "embedding.inputs": {"input_ids", "image_features"}, "embedding.outputs": {"inputs_embeds"},
-    "session_options": {"log_id", "provider_options"},
     "sliding_window": {"window_size", "layers", "cache_slack", "slide_key_value_cache", "slide_inputs",
                        "pad_value", "alignment"},
 }
@@ -69,39 +68,18 @@ def check_known(section: dict, kind: str, where: str) -> None:
                                f"not read; accepted: {sorted(_FIELDS[kind])}")
 
 
-def session_options(sec: dict, where: str) -> tuple[dict, dict]:
-    """(session_options as written, the CUDA provider options to pass on). log_id only names genai's log;
-    provider_options is a list of {provider: {option: value}}: "cuda" entries go to the CUDA session
-    except enable_cuda_graph (vlmdecode's mode decides capture), "cpu" has none; others are refused."""
-    opts = sec.get("session_options", {})
-    if not isinstance(opts, dict):
-        raise ModelFolderError(f"{CONFIG_NAME}: {where}.session_options must be an object, got {opts!r}")
-    check_known(opts, "session_options", f"{where}.session_options")
-    providers = opts.get("provider_options", [])
-    cuda: dict = {}
-    if not isinstance(providers, list):
-        raise ModelFolderError(f"{CONFIG_NAME}: {where}.session_options.provider_options must be a list")
-    for entry in providers:
-        if not isinstance(entry, dict) or len(entry) != 1 or not isinstance(next(iter(entry.values())), dict):
-            raise ModelFolderError(f"{CONFIG_NAME}: {where}.session_options.provider_options entries must be "
-                                   f"{{provider: {{option: value}}}}, got {entry!r}")
-        (name, values), = entry.items()
-        if name not in ("cuda", "cpu"):
-            raise ModelFolderError(f"{CONFIG_NAME}: {where}.session_options.provider_options names provider "
-                                   f"{name!r}; vlmdecode runs on 'cpu' and 'cuda' only")
-        if name == "cpu" and values:
-            raise ModelFolderError(f"{CONFIG_NAME}: {where}: cpu provider options {sorted(values)} are not read")
-        cuda.update({k: str(v) for k, v in values.items() if k != "enable_cuda_graph"})
-    return opts, cuda
-
-
 def read_config(root: Path) -> dict:
-    """genai_config.json of `root`, parsed (ModelFolderError when missing or not a JSON object)."""
+    """genai_config.json of `root`, parsed (ModelFolderError when missing, not a regular file inside the
+    folder, or not a JSON object)."""
+    from .foldercheck import inside, kind_of
+
     if not root.is_dir():
-        raise ModelFolderError(f"model folder {root} does not exist or is not a directory")
-    cfg_path = root / CONFIG_NAME
-    if not cfg_path.is_file():
+        kind = kind_of(root)
+        raise ModelFolderError(f"model folder {root} " + ("does not exist" if kind == "missing" else
+                                                           f"is a {kind}, not a directory"))
+    if kind_of(root / CONFIG_NAME) == "missing":
         raise ModelFolderError(f"{root} has no {CONFIG_NAME}")
+    cfg_path = inside(root, CONFIG_NAME)
     try:
         cfg = json.loads(cfg_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
@@ -130,14 +108,9 @@ class TokenIds:
 def token_ids(cfg: dict) -> TokenIds:
     eos = get_field(cfg, "model.eos_token_id", (int, list))
     eos = tuple(eos) if isinstance(eos, list) else (eos,)
-    if not eos or not all(isinstance(e, int) and not isinstance(e, bool) and e >= 0 for e in eos):
-        raise ModelFolderError(f"{CONFIG_NAME}: model.eos_token_id must be an int or a non-empty list of ints >= 0")
-    ids = {}
-    for name in ("bos_token_id", "pad_token_id", "image_token_id"):
-        if name == "image_token_id" and name not in cfg["model"]:
-            continue
-        ids[name] = get_field(cfg, f"model.{name}", int)
-        if ids[name] < 0:
-            raise ModelFolderError(f"{CONFIG_NAME}: model.{name} must be >= 0, got {ids[name]}")
+    if not eos or not all(isinstance(e, int) and not isinstance(e, bool) for e in eos):
+        raise ModelFolderError(f"{CONFIG_NAME}: model.eos_token_id must be an int or a non-empty list of ints")
+    ids = {name: get_field(cfg, f"model.{name}", int) for name in ("bos_token_id", "pad_token_id", "image_token_id")
+           if name != "image_token_id" or name in cfg["model"]}  # ranges: foldercheck ([0, vocab_size))
     context = positive_int(cfg, "model.context_length") if "context_length" in cfg["model"] else None
     return TokenIds(ids["bos_token_id"], eos, ids["pad_token_id"], ids.get("image_token_id"), context)

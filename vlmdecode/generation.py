@@ -15,10 +15,11 @@ Not here: the decode loop (pipeline, decoders), the sampling arithmetic (samplin
 
 from __future__ import annotations
 
+from .genargs import SAMPLING_ARGS
 from .modelfolder import ModelFolder
 from .sampling import SamplingParams
 
-SAMPLING_ARGS = ("do_sample", "temperature", "top_k", "top_p", "min_p", "seed")
+GENERATION_ARGS = (*SAMPLING_ARGS, "suppress_tokens")  # the keywords genargs.check_keywords lets through
 
 
 class GenerationError(RuntimeError):
@@ -43,14 +44,7 @@ def unfeedable_tokens(folder: ModelFolder) -> tuple[int, ...]:
 
 
 def call_params(folder: ModelFolder, suppress_tokens=None, **kw) -> SamplingParams:
-    """SamplingParams of one call. kw: SAMPLING_ARGS (None = the folder's default); suppress_tokens:
-    None = unfeedable_tokens(folder), or the caller's ids (() = none)."""
-    unknown = sorted(set(kw) - set(SAMPLING_ARGS))
-    if "resize" in unknown:
-        raise TypeError("resize= is gone: every image is resized (and converted to RGB) as the folder's image "
-                        "config says")
-    if unknown:
-        raise TypeError(f"unexpected generation argument(s) {unknown}; accepted: {list(SAMPLING_ARGS)}, "
-                        "suppress_tokens, stop, chat_template")
+    """SamplingParams of one call. kw: genargs.SAMPLING_ARGS, already checked by genargs.check_keywords (None =
+    the folder's default); suppress_tokens: None = unfeedable_tokens(folder), or the caller's ids (() = none)."""
     suppress = unfeedable_tokens(folder) if suppress_tokens is None else tuple(suppress_tokens)
     return folder.search.sampling(**kw, suppress=suppress)

@@ -17,6 +17,7 @@ pan-and-scan, no EXIF rotation (transformers' Gemma 3 processor applies none eit
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,9 @@ RESAMPLE = {
     "lanczos": Image.Resampling.LANCZOS,
 }
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+# resource bound, checked before anything is decoded (issue 12)
+MAX_IMAGE_SIDE = 8192
+MAX_IMAGE_PIXELS = MAX_IMAGE_SIDE * MAX_IMAGE_SIDE  # 64 Mpx: 192 MB as RGB uint8, before any resize
 
 
 def _is_int(x) -> bool:
@@ -78,13 +82,24 @@ class ImageSpec:
         return self.height, self.width
 
 
+def check_image_pixels(w: int, h: int, where: str) -> None:
+    """Refuse an image of more than MAX_IMAGE_PIXELS pixels before it is decoded or resized."""
+    if w * h > MAX_IMAGE_PIXELS:
+        raise ProcessorError(f"{where} is {w}x{h} = {w * h} pixels; at most {MAX_IMAGE_PIXELS} "
+                             f"({MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}) are accepted: downscale it first")
+
+
 def _open(path: Path) -> Image.Image:
     if not path.exists():
         raise ProcessorError(f"image file {str(path)!r} does not exist")
     if not path.is_file():
         raise ProcessorError(f"image path {str(path)!r} is not a file")
     try:
-        with Image.open(path) as im:
+        with warnings.catch_warnings():  # Pillow's bomb warning: our own bound below decides, in one message
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(path)
+        with im:
+            check_image_pixels(*im.size, f"image file {str(path)!r}")  # from the header, before decoding
             im.load()  # decode now: a truncated file fails here, not later
             return im.copy()
     except UnidentifiedImageError:
@@ -108,6 +123,7 @@ def load_image(image) -> Image.Image:
             raise ProcessorError(f"image {name!r} could not be decoded ({e})") from None
         if image.width == 0 or image.height == 0:
             raise ProcessorError(f"image is {image.width}x{image.height}; it has no pixels")
+        check_image_pixels(image.width, image.height, "the image")
         return image
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8:
@@ -117,6 +133,7 @@ def load_image(image) -> Image.Image:
                                  "HxWx4 (RGBA)")
         if image.shape[0] == 0 or image.shape[1] == 0:
             raise ProcessorError(f"image array has shape {image.shape}; it has no pixels")
+        check_image_pixels(image.shape[1], image.shape[0], "the image array")
         return Image.fromarray(np.ascontiguousarray(image))
     raise ProcessorError(f"image of type {type(image).__name__} is not accepted: pass a path (str or Path), "
                          "a PIL.Image, or a uint8 numpy array (HxW, HxWx3 or HxWx4)")

@@ -12,13 +12,20 @@ positions at rows [0, L) and evicts from the front itself; seqlens_k and the mas
 `ConcatKV` ("concat" layout, standard ops): the graph returns present = Concat(past, new), so each
 step's present OrtValues (left where onnxruntime allocated them) are bound as the next step's past.
 No host round trip, but the addresses change every step, so it cannot be graph-captured.
+
+`HostKV` (the naive loop): numpy arrays handed to `session.run` and replaced by its outputs
+every step, so the whole cache crosses the host/onnxruntime boundary twice per step.
+
+Every cache owns its position (tokens held; the next token is written at that index): `position`
+is read-only, `advance(n)` moves it after a run wrote n rows, `reset()` forgets the sequence.
+Nothing outside the cache writes it. Not here: binding policy and masks (decoders/).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .decoders.buffers import allocate
+from .buffers import allocate
 from .devices import Device
 
 CPU_WINDOW_SLACK = 16  # onnxruntime-genai's CPU default: positions kept beyond a window (amortises compaction)
@@ -40,7 +47,27 @@ def kv_nbytes(capacities, kv_heads: int, head_dim: int, dtype, batch: int = 1) -
     return 2 * batch * kv_heads * head_dim * np.dtype(dtype).itemsize * sum(int(c) for c in capacities)
 
 
-class FixedKV:
+class _Position:
+    """The position bookkeeping every cache shares; `limit` None: no fixed capacity (Concat grows)."""
+
+    limit: int | None = None
+    _position = 0
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def advance(self, n: int = 1) -> int:
+        """The run just written n new rows: move past them. Returns the new position."""
+        new = self._position + n
+        if n < 1 or (self.limit is not None and new > self.limit):
+            raise ValueError(f"advance({n}) from position {self._position}: n must be >= 1 and the position "
+                             f"stay <= capacity {self.limit}")
+        self._position = new
+        return new
+
+
+class FixedKV(_Position):
     layout = "shared"
 
     def __init__(self, capacities, kv_heads: int, head_dim: int, max_length: int, dtype, device: Device,
@@ -49,8 +76,7 @@ class FixedKV:
         self.capacities = [int(c) for c in capacities]
         self.keys = [allocate((batch, kv_heads, c, head_dim), dtype, device) for c in self.capacities]
         self.values = [allocate((batch, kv_heads, c, head_dim), dtype, device) for c in self.capacities]
-        self.max_length = max_length
-        self.position = 0  # tokens held; the next token is written at this index
+        self.max_length = self.limit = max_length
 
     @property
     def nbytes(self) -> int:
@@ -68,10 +94,10 @@ class FixedKV:
             v.bind_output(io, nv)
 
     def reset(self) -> None:
-        self.position = 0
+        self._position = 0
 
 
-class ConcatKV:
+class ConcatKV(_Position):
     layout = "concat"
 
     def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype, device: Device, batch: int = 1):
@@ -80,7 +106,6 @@ class ConcatKV:
         self.dtype = np.dtype(dtype)
         self.n_layers = n_layers
         self.values_ov: list = []
-        self.position = 0
         self.reset()
 
     def reset(self) -> None:
@@ -91,7 +116,7 @@ class ConcatKV:
                                                              self.device.index)
                  for _ in range(2 * self.n_layers)]
         self.values_ov = empty
-        self.position = 0
+        self._position = 0
 
     @property
     def nbytes(self) -> int:
@@ -107,3 +132,30 @@ class ConcatKV:
     def take_presents(self, outputs: list, first: int) -> None:
         """outputs: io.get_outputs(); presents are outputs[first:] as k0, v0, k1, v1, ..."""
         self.values_ov = list(outputs[first: first + 2 * self.n_layers])
+
+
+class HostKV(_Position):
+    """numpy K and V per layer ([B, kv_heads, P, head_dim]; P = max_length for the fixed-buffer
+    `gqa` graph, 0 and growing for `onnx`) that travel through `session.run` every step."""
+
+    layout = "host"
+
+    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype, fixed_length, batch: int = 1):
+        """fixed_length: positions of every layer's buffer (0: grows), or a list per layer (`layer_capacities`)."""
+        lengths = list(fixed_length) if isinstance(fixed_length, (list, tuple)) else [fixed_length] * n_layers
+        self.shapes = [(batch, kv_heads, n, head_dim) for n in lengths]
+        self.dtype = np.dtype(dtype)
+        self.n_layers = n_layers
+        self.reset()
+
+    def reset(self) -> None:
+        self.arrays = [np.zeros(s, self.dtype) for s in self.shapes for _ in range(2)]  # k0, v0, k1, ...
+        self._position = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+    def take(self, outputs: list) -> None:
+        """The presents session.run returned (k0, v0, ...) become the next run's past."""
+        self.arrays = list(outputs)

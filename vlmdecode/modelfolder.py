@@ -22,6 +22,7 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .foldercheck import check_folder, kind_of
 from .genaiconfig import (
     CONFIG_NAME,
     ModelFolderError,
@@ -30,7 +31,6 @@ from .genaiconfig import (
     get_field,
     positive_int,
     read_config,
-    session_options,
     token_ids,
 )
 from .graphinfo import GraphError, Signature
@@ -51,8 +51,7 @@ class Component:
     inputs: dict  # logical name -> graph name
     outputs: dict
     signature: Signature
-    session_options: dict = field(default_factory=dict)  # as written (log_id, provider_options)
-    cuda_options: dict = field(default_factory=dict)  # provider_options' "cuda" entries vlmdecode passes on
+    session_options: dict = field(default_factory=dict)  # as written; checked by sessionpolicy (foldercheck)
 
 
 @dataclass(frozen=True)
@@ -153,7 +152,9 @@ def _resolve(root: Path, filename, where: str = "") -> Path:
         if not path.is_relative_to(root.resolve()):
             raise ModelFolderError(f"{CONFIG_NAME}: {where}filename {filename!r} escapes the model folder {root}")
         if not path.is_file():
-            raise ModelFolderError(f"{CONFIG_NAME}: {where}file {filename!r} does not exist in {root}")
+            kind = kind_of(path)
+            what = "does not exist" if kind == "missing" else f"is a {kind}, not a regular file"
+            raise ModelFolderError(f"{CONFIG_NAME}: {where}file {filename!r} {what} in {root}")
     except (OSError, ValueError, RuntimeError) as e:  # NUL bytes, names too long, symlink loops
         if isinstance(e, ModelFolderError):
             raise
@@ -177,12 +178,12 @@ def _component(root: Path, cfg: dict, role: str, required_inputs, required_outpu
     for k, v in list(inputs.items()) + list(outputs.items()):
         if not isinstance(v, str):
             raise ModelFolderError(f"{CONFIG_NAME}: model.{role} name for {k!r} must be a string, got {v!r}")
-    opts, cuda = session_options(sec, f"model.{role}")
+    opts = sec.get("session_options", {})
     try:
         signature = Signature.read(path)
     except GraphError as e:
         raise ModelFolderError(str(e)) from None
-    return Component(role, path, inputs, outputs, signature, opts, cuda)
+    return Component(role, path, inputs, outputs, signature, opts if isinstance(opts, dict) else {})
 
 
 def _windows(cfg: dict, dec: Component, n_layers: int) -> tuple[tuple, int]:
@@ -316,9 +317,13 @@ def _load(root: Path) -> ModelFolder:
         raise ModelFolderError(f"{CONFIG_NAME}: search.max_length {max_length} exceeds model.context_length {context}")
     if vision is not None and ids.image_token_id is None:
         raise ModelFolderError(f"{CONFIG_NAME}: model.image_token_id (int) is required with a vision section")
-    return ModelFolder(
+    folder = ModelFolder(
         root=root, model_type=model_type, decoder=dec, info=info, vision=vision, embedding=embedding,
         max_length=max_length, bos_token_id=ids.bos_token_id, eos_token_ids=ids.eos_token_ids,
         pad_token_id=ids.pad_token_id, image_token_id=ids.image_token_id, vocab_size=vocab_size, raw=cfg,
         context_length=context, search=search, ids=ids,
     )
+    check_folder(folder)  # what would fail later inside onnxruntime (foldercheck)
+    return folder
+    check_folder(folder)  # what would fail later inside onnxruntime (foldercheck)
+    return folder

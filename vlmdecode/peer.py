@@ -76,6 +76,7 @@ class GenaiModel:
     device: str
     cuda_graph: bool | None
     ignore_eos: bool
+    view: Any = None  # the checked private folder genai loaded from (sessionpolicy.genai_view); kept alive
 
 
 def genai_available() -> bool:
@@ -87,6 +88,15 @@ def genai_available() -> bool:
     return True
 
 
+def _og():
+    try:
+        import onnxruntime_genai as og
+    except ImportError as e:
+        raise ImportError(f"onnxruntime-genai is not installed ({e}); install it with pip install \".[cpu]\" "
+                          "(onnxruntime-genai) or \".[cuda]\" (onnxruntime-genai-cuda)") from None
+    return og
+
+
 def genai_version() -> str | None:
     try:
         import onnxruntime_genai as og
@@ -95,28 +105,26 @@ def genai_version() -> str | None:
     return getattr(og, "__version__", "unknown")
 
 
-def _read_genai_config(model_dir: Path) -> dict:
-    path = model_dir / "genai_config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: not an onnxruntime-genai model folder")
-    return json.loads(path.read_text())
-
-
 def load_genai_model(model_dir: str | Path, device: str = "cpu", cuda_graph: bool | None = None,
                      ignore_eos: bool = True) -> GenaiModel:
     """Load `model_dir` in genai on `device` (see the module docstring for `ignore_eos`).
 
     Load once and pass the model to `genai_greedy` repeatedly to keep loading out of timed runs.
+    genai never sees `model_dir` itself: it loads a private copy of genai_config.json that passed
+    `vlmdecode.sessionpolicy` (no custom ops library, no profiling paths, only named safe session
+    options), with links to the folder's other files.
     """
-    import onnxruntime_genai as og
+    from .sessionpolicy import genai_view
+
+    og = _og()
 
     if device not in _DEVICES:
         raise ValueError(f"device={device!r} is invalid: allowed: {', '.join(_DEVICES)}")
     if cuda_graph is not None and device != "cuda":
         raise ValueError("cuda_graph applies to device='cuda' only")
     model_dir = Path(model_dir)
-    gcfg = _read_genai_config(model_dir)
-    config = og.Config(str(model_dir))
+    view, gcfg = genai_view(model_dir)
+    config = og.Config(view.name)
     config.clear_providers()  # no provider: CPU
     if device == "cuda":
         config.append_provider("cuda")
@@ -129,7 +137,7 @@ def load_genai_model(model_dir: str | Path, device: str = "cpu", cuda_graph: boo
     got = str(getattr(model, "device_type", device)).lower()
     if got != device:
         raise RuntimeError(f"onnxruntime-genai loaded {model_dir} on {got!r}, not on {device!r}")
-    return GenaiModel(model, model_dir, gcfg, device, cuda_graph, ignore_eos)
+    return GenaiModel(model, model_dir, gcfg, device, cuda_graph, ignore_eos, view)
 
 
 def _vision_input_dtype(model_dir: Path, gcfg: dict) -> np.dtype:
@@ -162,7 +170,7 @@ def genai_greedy(model_dir: str | Path | GenaiModel, input_ids: list[int] | np.n
     max_length: genai's search max_length (prompt + generated, and the size of a shared KV buffer);
         default len(input_ids) + max_new_tokens. Must not exceed the folder's context_length.
     """
-    import onnxruntime_genai as og
+    og = _og()
 
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 1")

@@ -12,28 +12,30 @@
     detokenizer: StreamDecoder(token) -> text pieces
 
 Whether the decoder takes inputs_embeds or input_ids comes from its declared inputs (modelfolder).
+The prompt path (vision -> embedding -> the decoder's prefill buffer, device-resident on CUDA) is
+prompt_path's; `GenerationResult.ttft_breakdown` gives time to first token by phase.
 Not here: the decoders' binding details (decoders/), benchmarks (bench), plotting (plots).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from . import modes
 from .devices import Device, parse_device
-from .embedtable import embedding_table
-from .generation import GenerationError, call_params
+from .genargs import check_embeds, check_ids, check_keywords, check_max_new_tokens, check_stop
+from .generation import GENERATION_ARGS, GenerationError, call_params
 from .modelfolder import ModelFolder
+from .pipestate import GenerationGuard, PipelineBusyError, StaleStreamError
 from .processor import Processor
-from .sampling import Sampler, SamplingParams
+from .prompt_path import PhaseTimer, PromptPath
+from .sampling import Sampler, SamplingParams  # noqa: F401 (SamplingParams: annotations)
 from .sessions import make_session
 from .transfers import Transfers
-
-MODES_CPU = ("resident",)
-MODES_CUDA = ("eager", "graph", "device")
 
 
 @dataclass
@@ -43,7 +45,9 @@ class StepRecord:
     step: int
     token: int
     text: str
-    seconds: float  # host wall time from the previous token (prefill included for step 0)
+    seconds: float  # host time inside the decode loop for this token: decoder work + sampling (step 0: prompt
+    #                 preparation + prefill + sampling); never the consumer's time between tokens
+    detok_seconds: float  # host time of the detokenizer for this token
     h2d_bytes: int
     d2h_bytes: int
     kv_bytes: int
@@ -60,6 +64,8 @@ class GenerationResult:
     mode: str
     device: str
     counters: dict = field(default_factory=dict)
+    # seconds by phase: processor, vision, embedding, prefill, first_pick (prompt_path.PhaseTimer)
+    ttft_breakdown: dict = field(default_factory=dict)
 
     @property
     def decode_seconds(self) -> list:
@@ -81,27 +87,34 @@ class Pipeline:
         self.vision, self.embedding = vision, embedding
         self.decoder = decoder
         self.transfers: Transfers = decoder.transfers
-        self.vision_runs = 0
-        self._features: dict[str, np.ndarray] = {}
+        self.prompt = PromptPath(folder, vision, embedding, decoder)  # its feature cache: pipestate's LRU
+        self.timer = PhaseTimer(getattr(decoder, "stream", None))  # CUDA events on the decoder's stream
+        decoder.timer = self.timer  # the decoder marks the end of its prefill run
+        self.last_ttft_breakdown: dict[str, float] = {}  # of the latest generation, set before its first yield
+        self._prompt_len = 0
+        self._guard = GenerationGuard()  # one KV cache: one generation at a time (pipestate)
         self.dtype = np.dtype(folder.info.dtype)
-        self._table = None  # embedtable rows, built on the first decode step
         if folder.embedding is not None:
             shape = folder.embedding.signature.inputs[folder.embedding.inputs["image_features"]][1]
             self._empty_features = np.zeros([0 if isinstance(d, str) else d for d in shape], self.dtype)
 
     # ---- prompt path -------------------------------------------------------------------------
-    def image_features(self, image) -> np.ndarray:
-        """pixel_values -> image_features, once per distinct image (counted in `vision_runs`)."""
+    @property
+    def vision_runs(self) -> int:
+        """Vision runs so far: one per distinct image (prompt_path caches the features)."""
+        return self.prompt.vision_runs
+
+    def pixel_values(self, image) -> np.ndarray:
+        """image (path, PIL image or HWC array) -> preprocessed pixel_values [1,3,S,S] in the model's dtype."""
         if self.folder.vision is None:
             raise ValueError(f"{self.folder.root} has no vision component; pass image=None")
         self._need_processor()
-        px = self.processor.preprocess([image], dtype=self.dtype)
-        key = hashlib.sha256(px.tobytes()).hexdigest()
-        if key not in self._features:
-            v = self.folder.vision
-            self._features[key] = self.vision.run([v.outputs["image_features"]], {v.inputs["pixel_values"]: px})[0]
-            self.vision_runs += 1
-        return self._features[key]
+        return self.processor.preprocess([image], dtype=self.dtype)
+
+    def image_features(self, image):
+        """image -> image_features [n, H], once per distinct image, on the decoder's device (numpy on
+        cpu, CuPy on cuda)."""
+        return self.prompt.image_features(self.pixel_values(image))
 
     def embed(self, input_ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
         """input_ids [1,S] (+ image_features) -> inputs_embeds [1,S,H] on the host."""
@@ -111,20 +124,8 @@ class Pipeline:
                                   {e.inputs["input_ids"]: input_ids, e.inputs["image_features"]: feats})[0]
 
     def token_input(self, token: int, step: int | None = None) -> np.ndarray:
-        """The decoder's next host input for `token`: its embedding [1,1,H], or [[token]]."""
-        if self.folder.info.drive == "ids":
-            return np.array([[token]], np.int64)
-        if token == self.folder.image_token_id:
-            # the embedding model replaces image soft tokens by image feature rows; a generated one has none
-            # (onnxruntime would fail inside the embedding graph, as onnxruntime-genai does)
-            at = "" if step is None else f"at step {step} "
-            raise ValueError(
-                f"the model generated the image soft token (id {token}) {at}and the embedding model cannot "
-                f"embed it without image features; pass stop=[{token}, ...] to end generation there"
-            )
-        if self._table is None:
-            self._table = embedding_table(self.folder, self.dtype)
-        return self._table[token][None, None]  # [1,1,H]: the embedding model's output for this id
+        """The decoder's next host input for `token` (decoders.base.Decoder.token_input)."""
+        return self.decoder.token_input(token, step)
 
     def _check_length(self, prompt_len: int, max_new_tokens: int) -> None:
         limit = self.decoder.max_length
@@ -143,27 +144,47 @@ class Pipeline:
             )
 
     def prepare(self, prompt: str, image=None, chat_template: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """(input_ids [1,S], first decoder input: inputs_embeds [1,S,H] or input_ids)."""
+        """(input_ids [1,S], first decoder input on the host: inputs_embeds [1,S,H] or input_ids), for
+        inspection and generate_from_embeds; generation itself keeps the prompt on the device (_stage)."""
+        ids, feats = self._encode(prompt, image, chat_template)
+        if self.folder.info.drive == "ids":
+            return ids, ids
+        if feats is not None and not isinstance(feats, np.ndarray):
+            feats = feats.get()  # CuPy -> host, for the host embedding below
+        return ids, self.embed(ids, feats)
+
+    def _encode(self, prompt: str, image, chat_template: bool):
+        """(input_ids [1,S], image features or None); marks the processor and vision phases."""
         self._need_processor()
         ids = self.processor.encode_prompt(prompt, 1 if image is not None else 0, chat_template)
-        feats = None if image is None else self.image_features(image)
+        px = None if image is None else self.pixel_values(image)
+        if px is not None and self.folder.info.drive == "ids":
+            raise ValueError("this decoder takes input_ids (a text model): it cannot take an image")
+        self.timer.mark("processor")
+        feats = None if px is None else self.prompt.image_features(px)
+        if px is not None:
+            self.timer.mark("vision")
         if self.folder.image_token_id is not None:
             rows = 0 if feats is None else int(np.prod(feats.shape[:-1]))  # [T,H] or [I,n,H]
             self.processor.check_image_tokens(ids, rows)
+        return ids, feats
+
+    def _stage(self, ids: np.ndarray, feats=None):
+        """The decoder's first input: ids as they are, or Staged (embeddings written into its prefill buffer)."""
         if self.folder.info.drive == "ids":
-            if image is not None:
-                raise ValueError("this decoder takes input_ids (a text model): it cannot take an image")
-            return ids, ids
-        return ids, self.embed(ids, feats)
+            return ids
+        staged = self.prompt.embed(ids, feats)
+        self.timer.mark("embedding")
+        return staged
 
     # ---- generation ----------------------------------------------------------------------------
     def stream(self, prompt: str, image=None, max_new_tokens: int = 32, *, stop=None, chat_template: bool = True,
                **kw):
         """Yield a StepRecord per generated token (see `generate` for the arguments)."""
         t0 = time.perf_counter()
-        params = call_params(self.folder, **kw)
-        ids, x = self.prepare(prompt, image, chat_template)
-        yield from self._generate(x, ids.shape[1], max_new_tokens, t0, params, stop)
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS, also=("stop", "chat_template")))
+        yield from self._generate(lambda: self._stage(*self._encode(prompt, image, chat_template)),
+                                  max_new_tokens, t0, params, stop)
 
     def generate(self, prompt: str, image=None, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Hugging Face-style generate. do_sample / temperature / top_k / top_p / seed default to the folder's
@@ -175,111 +196,118 @@ class Pipeline:
         GenerationError whose .tokens holds what was made before it.
         """
         t0 = time.perf_counter()
-        chat, stop = kw.pop("chat_template", True), kw.pop("stop", None)
-        params = call_params(self.folder, **kw)
-        ids, x = self.prepare(prompt, image, chat)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, params, stop))
-        return self._result(steps, ids.shape[1], t0)
+        chat_template, stop = kw.pop("chat_template", True), kw.pop("stop", None)
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS, also=("stop", "chat_template")))
+        stage = lambda: self._stage(*self._encode(prompt, image, chat_template))  # noqa: E731
+        return self._result(list(self._generate(stage, max_new_tokens, t0, params, stop)))
 
     def generate_from_embeds(self, inputs_embeds: np.ndarray, max_new_tokens: int = 32, **kw) -> GenerationResult:
         """Decode from user-supplied inputs_embeds [1,S,H] (onnxruntime-genai cannot take these)."""
-        x = np.asarray(inputs_embeds)
-        H = self.folder.info.hidden_size
         if self.folder.info.drive != "embeds":
             raise ValueError("generate_from_embeds needs a decoder driven by inputs_embeds; this one takes input_ids")
-        if x.ndim != 3 or x.shape[0] != 1 or x.shape[2] != H or x.shape[1] == 0:
-            raise ValueError(f"inputs_embeds must have shape [1, S>0, {H}], got {list(x.shape)}")
+        x = check_embeds(inputs_embeds, self.folder.info.hidden_size).astype(self.dtype)
         t0 = time.perf_counter()
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x.astype(self.dtype), x.shape[1], max_new_tokens, t0,
-                                    call_params(self.folder, **kw), stop))
-        return self._result(steps, x.shape[1], t0)
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS))
+        return self._result(list(self._generate(lambda: x, max_new_tokens, t0, params, stop)))
 
     def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
-                          **kw) -> GenerationResult:
-        """Decode from token ids [1,S] already formatted (no chat template, no image)."""
-        ids = np.asarray(input_ids, dtype=np.int64).reshape(1, -1)
+                          pixel_values: np.ndarray | None = None, **kw) -> GenerationResult:
+        """Decode from token ids [1,S] already formatted (no chat template). pixel_values: preprocessed
+        images [I,3,S,S] whose features replace the image soft tokens that `input_ids` holds."""
+        ids = check_ids(input_ids, self.folder.vocab_size)
         t0 = _t0 if _t0 is not None else time.perf_counter()
-        x = ids if self.folder.info.drive == "ids" else self.embed(ids, None)
         stop = kw.pop("stop", None)
-        steps = list(self._generate(x, ids.shape[1], max_new_tokens, t0, call_params(self.folder, **kw), stop))
-        return self._result(steps, ids.shape[1], t0)
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS))
 
-    def _result(self, steps, prompt_len, t0) -> GenerationResult:
+        def stage():
+            feats = None
+            if pixel_values is not None:
+                if self.folder.vision is None or self.folder.info.drive == "ids":
+                    raise ValueError(f"{self.folder.root} has no vision component; pass pixel_values=None")
+                feats = self.prompt.image_features(np.asarray(pixel_values, dtype=self.dtype))
+                self.timer.mark("vision")
+            if self.folder.image_token_id is not None and self.folder.info.drive == "embeds":
+                n = int((ids == self.folder.image_token_id).sum())
+                rows = 0 if feats is None else int(np.prod(feats.shape[:-1]))
+                if n != rows:
+                    raise ValueError(f"input_ids hold {n} image soft tokens (id {self.folder.image_token_id}) but "
+                                     f"the image features have {rows} rows")
+            return self._stage(ids, feats)
+        return self._result(list(self._generate(stage, max_new_tokens, t0, params, stop)))
+
+    def _result(self, steps) -> GenerationResult:
         tokens = [s.token for s in steps]
         return GenerationResult(
             tokens=tokens, text=self.processor.decode(tokens) if self.processor else "", steps=steps,
-            prompt_tokens=prompt_len, ttft_seconds=steps[0].seconds if steps else 0.0, mode=self.mode,
-            device=str(self.device), counters=self.decoder.counters() if hasattr(self.decoder, "counters") else {},
+            prompt_tokens=self._prompt_len, ttft_seconds=steps[0].seconds if steps else 0.0, mode=self.mode,
+            device=str(self.device), counters=self.decoder.counters(), ttft_breakdown=dict(self.last_ttft_breakdown),
         )
 
-    def _generate(self, x, prompt_len: int, max_new_tokens: int, t0: float, params: SamplingParams, stop):
-        if max_new_tokens <= 0:
-            raise ValueError(f"max_new_tokens must be > 0, got {max_new_tokens}")
-        self._check_length(prompt_len, max_new_tokens)
-        stop = set(self.folder.eos_token_ids if stop is None else stop)
+    def _generate(self, stage, max_new_tokens: int, t0: float, params: SamplingParams, stop):
+        """The decoder's loop (decoders.base) with the prompt path, text, stop ids and per-step records around it.
+
+        stage() -> the decoder's first input (prompt_path.Staged or a host array); it runs inside the
+        generation guard (it writes the decoder's prefill buffers), on the decoder's stream, and its bytes
+        (ids, pixel_values) are added to step 0's record. Each record's `seconds` is measured inside this
+        loop, from resuming after the previous yield to the decoder handing over the token (step 0: from t0,
+        the prompt path included), so whatever the consumer does between tokens is never counted."""
+        max_new_tokens, stop = check_max_new_tokens(max_new_tokens), check_stop(stop, self.folder.vocab_size)
+        stop = set(self.folder.eos_token_ids) if stop is None else stop
         detok = self.processor.stream_decoder() if self.processor else None
-        if getattr(self.decoder, "mode", None) == "device":
-            tokens = self.decoder.generate(x, max_new_tokens, params)
-        else:
-            tokens = self._host_loop(x, max_new_tokens, Sampler(params))
-        made: list[int] = []
-        try:
-            yield from self._records(tokens, made, max_new_tokens, t0, stop, detok)
-        except GenerationError:
-            raise
-        except Exception as e:  # noqa: BLE001 -- any failure mid-generation keeps what was made
-            raise GenerationError.wrap(e, made) from e
+        clock, records = time.perf_counter, self.transfers.steps
+        prompt_bytes = self.transfers.fixed([])
 
-    def _records(self, tokens, made: list, max_new_tokens: int, t0: float, stop, detok):
-        last = t0
-        for step, token in enumerate(tokens):
-            made.append(token)
-            now = time.perf_counter()
-            b = self.transfers.steps[-1] if self.transfers.steps else None
-            final = token in stop or step + 1 == max_new_tokens
-            # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
-            text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
-            yield StepRecord(step, token, text, now - last,
-                             b.h2d if b else 0, b.d2h if b else 0, b.kv if b else 0, self.decoder.position)
-            last = now
-            if token in stop:
-                break
-
-    def _host_loop(self, x, max_new_tokens: int, sampler: Sampler):
-        """prefill, then decode_one_token until done; sampling on the host."""
-        self.decoder.begin_generation()
-        try:
-            self.transfers.steps.clear()  # per-generation records; they would otherwise grow without bound
-            self.transfers.begin(0)
-            logits = self.decoder.prefill(x, reuse=True)  # [V] model dtype, overwritten by the next step
-            for step in range(max_new_tokens):
-                token = self.decode_one_token(logits, sampler, step)
+        def run():
+            nonlocal prompt_bytes
+            self.timer.start(t0)
+            prompt_bytes = self.transfers.begin()
+            try:
+                with self.prompt.on_stream():
+                    x = stage()
+            finally:
                 self.transfers.end()
-                yield token
-                if step + 1 == max_new_tokens:
-                    return
-                self.transfers.begin(step + 1)
-                logits = self.decoder.step(self.token_input(token, step), reuse=True)
-        finally:
-            self.transfers.end()
-            self.decoder.end_generation()
+            self._prompt_len = x.length if hasattr(x, "length") else x.shape[1]
+            self._check_length(self._prompt_len, max_new_tokens)
+            yield from self.decoder.generate(x, max_new_tokens, Sampler(params))
 
-    @staticmethod
-    def decode_one_token(logits: np.ndarray, sampler: Sampler, step: int) -> int:
-        """Sample one token from logits [V]; NaN/+inf raise NonFiniteLogitsError naming the step."""
-        return int(sampler(logits[None], step)[0])
-
+        tokens = self._guard.tokens(run())  # PipelineBusyError / StaleStreamError instead of a shared cache
+        made: list[int] = []  # what a GenerationError carries when the loop fails after the first token
+        with contextlib.closing(tokens):  # an abandoned stream ends the decoder's generation now
+            start = t0
+            try:
+                for step, token in enumerate(tokens):
+                    made.append(token)
+                    if step == 0:
+                        self.timer.mark("first_pick")
+                    now = clock()
+                    if step == 0:
+                        self.last_ttft_breakdown = self.timer.breakdown()  # the first token is on the host
+                        records[0] = records[0] + prompt_bytes  # the prompt path's bytes are step 0's too
+                    final = token in stop or step + 1 == max_new_tokens
+                    # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
+                    text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
+                    b = records[step]
+                    yield StepRecord(step, token, text, now - start, clock() - now, b.h2d, b.d2h, b.kv,
+                                     self._prompt_len + step)
+                    if token in stop:
+                        return
+                    start = clock()
+            except Exception as e:  # noqa: BLE001 -- a failure after the first token keeps the tokens made
+                if not made or isinstance(e, (GenerationError, PipelineBusyError, StaleStreamError)):
+                    raise  # nothing generated yet (the prompt's or the prefill's own error), or a misuse
+                raise GenerationError.wrap(e, made) from e
 
 def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, max_length: int | None = None,
-         threads: int = 0, **cuda_options) -> Pipeline:
+         threads: int = 0, **options) -> Pipeline:
     """Build a Pipeline from a model folder (genai_config.json, ours or onnxruntime-genai's).
 
-    device: "cpu", "cuda" or "cuda:N". mode: "resident" on CPU; "eager", "graph" (default) or "device" on CUDA.
-    cuda_options go to decoders.cuda.CudaDecoder (embed_via, sync_every, graph_per_generation). The vision
-    and embedding sessions run on the decoder's CUDA stream, so the pipeline owns its decoder for life.
+    device: "cpu", "cuda" or "cuda:N". mode: a pipeline mode of `vlmdecode.modes` on that device ("resident"
+    (default) or "naive" on CPU; "eager", "graph" (default), "device" or "naive" on CUDA). options go to the
+    mode's decoder (CUDA: decoders.cuda.CudaDecoder's embed_via, sync_every, graph_per_generation, ...). The
+    vision and embedding sessions run on the decoder's CUDA stream, so the pipeline owns its decoder for life.
     """
-    from .decoders.cpu import CpuDecoder
+    import importlib
 
     device = parse_device(device)
     folder = ModelFolder.load(model_dir)
@@ -288,20 +316,13 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
         from .sessions import check_cuda
 
         check_cuda(device)  # before anything else: no CUDA means CudaUnavailableError, never a CPU fallback
-        from .decoders.cuda import CudaDecoder, check_mode
-
-        mode = check_mode(mode or "graph", folder)
-        decoder = CudaDecoder(folder, device, mode, max_length=max_length, **cuda_options)
-        sess = lambda c: make_session(c.path, device, stream_ptr=decoder.stream_ptr)  # noqa: E731
-    else:
-        if cuda_options:
-            raise ValueError(f"options {sorted(cuda_options)} are for CUDA decoders; device is cpu")
-        if mode not in (None, *MODES_CPU):
-            raise ValueError(f"mode {mode!r} is not available on cpu: allowed {MODES_CPU} (CUDA modes: {MODES_CUDA})")
-        mode = "resident"
-        folder.require_cpu_support()
-        decoder = CpuDecoder(folder, make_session(folder.decoder.path, device, threads=threads), max_length=max_length)
-        sess = lambda c: make_session(c.path, device, threads=threads)  # noqa: E731
+    elif options:
+        raise ValueError(f"options {sorted(options)} are for CUDA decoders; device is cpu")
+    m = modes.resolve(mode, device.kind)
+    module, _, name = m.factory.partition(":")
+    decoder = getattr(importlib.import_module(module), name)(folder, device, m.name, max_length=max_length,
+                                                             threads=threads, **options)
+    sess = lambda c: make_session(c, device, threads=threads, stream_ptr=decoder.stream_ptr)  # noqa: E731
     vision = sess(folder.vision) if folder.vision else None
     embedding = sess(folder.embedding) if folder.embedding else None
-    return Pipeline(folder, device, mode, processor, vision, embedding, decoder)
+    return Pipeline(folder, device, m.name, processor, vision, embedding, decoder)

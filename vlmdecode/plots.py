@@ -8,8 +8,9 @@
     plot_recorded_bytes(df)               recorded CUDA bytes per step by mode (log y)
     plot_latency_by_mode(df)              recorded per-token latency bars by mode + floor line (log y)
     plot_step_times(ms)                   per-step time of one generation
+    plot_ttft_phases(df)                  time to first token by phase and mode, ours beside genai's
 
-Inputs are the DataFrames of `vlmdecode.explore`; NaN rows are dropped, empty inputs give an axis
+Inputs are the DataFrames of the `vlmdecode.explore` modules; NaN rows are dropped, empty inputs give an axis
 with a "no data" note instead of an error.
 """
 
@@ -18,11 +19,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .explore.results import MODE_ORDER, ok_results
 from .fixture.config import LAYOUTS
 
 MODE_COLORS = {"naive": "tab:red", "naive-concat": "lightcoral", "resident": "tab:green", "eager": "tab:orange",
                "graph": "tab:blue", "device": "tab:purple", "device-session": "plum", "tokenid-graph": "tab:cyan",
-               "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
+               "native": "tab:olive", "genai-eager": "tab:brown", "genai-graph": "tab:gray", "genai": "tab:gray"}
 
 
 def _fig(figsize=(7, 3.5), ncols: int = 1):
@@ -46,7 +48,7 @@ def plot_image(img, title: str = "input image"):
 
 
 def plot_margins(df: pd.DataFrame, title: str = "greedy logit margin (top1 - top2) per step", threshold=None):
-    """df: step, margin (explore.margins or fixture.margins.trajectory_margins)."""
+    """df: step, margin (explore.parity.margins or margin_table)."""
     fig, (ax,) = _fig()
     d = df.dropna(subset=["margin"]) if len(df) else df
     if d.empty:
@@ -66,7 +68,7 @@ def plot_margins(df: pd.DataFrame, title: str = "greedy logit margin (top1 - top
 
 
 def plot_logit_error(errors: dict, title: str = "logit error vs float64 reference"):
-    """errors: label -> DataFrame(step, rel[, max_abs]) (explore.logit_error)."""
+    """errors: label -> DataFrame(step, rel[, max_abs]) (explore.parity.logit_error)."""
     fig, (ax,) = _fig()
     drawn = False
     for label, df in errors.items():
@@ -86,7 +88,7 @@ def plot_logit_error(errors: dict, title: str = "logit error vs float64 referenc
 
 
 def plot_bytes_vs_context(df: pd.DataFrame, title: str = "host<->device bytes per decode step (CPU)"):
-    """df: explore.residency_sweep; measured (markers) vs predicted (dashed) h2d + d2h bytes."""
+    """df: explore.residency.residency_sweep; measured (markers) vs predicted (dashed) h2d + d2h bytes."""
     fig, (ax,) = _fig()
     if df.empty:
         _no_data(ax, "sweep")
@@ -124,16 +126,12 @@ def plot_time_vs_context(df: pd.DataFrame, title: str = "time per decode step (C
 
 
 def _ordered_modes(modes) -> list:
-    from .explore import MODE_ORDER
-
     modes = list(dict.fromkeys(modes))
     return sorted(modes, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
 
 
 def plot_recorded_bytes(df: pd.DataFrame, title: str = "recorded CUDA bytes per decode step (H200)"):
     """Grouped bars per (preset, context): h2d + d2h + kv per step, by mode (log y; 0 drawn at 1)."""
-    from .explore import ok_results
-
     d = ok_results(df) if len(df) else df
     fig, (ax,) = _fig((9, 3.8))
     if d.empty:
@@ -158,8 +156,6 @@ def plot_recorded_bytes(df: pd.DataFrame, title: str = "recorded CUDA bytes per 
 
 def plot_latency_by_mode(df: pd.DataFrame, title: str = "per-token decode latency by mode (H200)"):
     """One panel per preset: bars per context and mode (log y), the bandwidth floor as a black line."""
-    from .explore import ok_results
-
     d = ok_results(df) if len(df) else df
     presets = sorted(d["preset"].unique()) if len(d) else []
     fig, axes = _fig((5.5 * max(1, len(presets)), 4), ncols=max(1, len(presets)))
@@ -218,4 +214,43 @@ def plot_step_lines(df: pd.DataFrame, title: str = "per-step decode time (live)"
     ax.set_xlabel("generated token (step 0 includes the prefill)")
     ax.set_ylabel("ms per step")
     ax.set_title(title)
+    return fig
+
+
+PHASE_COLORS = {"processor": "tab:olive", "vision": "tab:pink", "embedding": "tab:cyan", "prefill": "tab:blue",
+                "first_pick": "tab:orange", "other": "lightgray"}
+
+
+def plot_ttft_phases(df: pd.DataFrame, title: str = "time to first token by phase"):
+    """df: vlmdecode.ttft rows. One panel per (preset, layout, prompt); a stacked bar per mode: our phases
+    (`*_ms`), genai's prompt call (vision + embedding + prefill, drawn as prefill) and first pick; the rest
+    of the measured TTFT (host time between phases) as "other"."""
+    from .prompt_path import PHASES
+
+    d = df[df["ttft_ms"].notna()] if len(df) and "ttft_ms" in df else pd.DataFrame()
+    keys = list(dict.fromkeys(zip(d["preset"], d["layout"], d["prompt"]))) if len(d) else []
+    fig, axes = _fig((5 * max(1, len(keys)), 3.8), ncols=max(1, len(keys)))
+    if not keys:
+        _no_data(axes[0], "TTFT results (not measured)")
+        return fig
+    for ax, (preset, layout, prompt) in zip(axes, keys):
+        g = d[(d["preset"] == preset) & (d["layout"] == layout) & (d["prompt"] == prompt)]
+        modes = _ordered_modes(g["mode"])
+        bottom = np.zeros(len(modes))
+        for phase in (*PHASES, "other"):
+            if phase == "other":
+                vals = [g[g["mode"] == m]["ttft_ms"].median() for m in modes] - bottom
+            else:
+                col = f"{phase}_ms"
+                vals = np.array([g[g["mode"] == m][col].median() if col in g else np.nan for m in modes])
+            vals = np.nan_to_num(np.asarray(vals, float), nan=0.0).clip(min=0)
+            ax.bar(range(len(modes)), vals, bottom=bottom, color=PHASE_COLORS[phase], label=phase)
+            bottom += vals
+        ax.set_xticks(range(len(modes)), modes, rotation=30, fontsize=8)
+        n = int(g["prompt_tokens"].median())
+        ax.set_title(f"{preset} {layout}, {prompt} prompt ({n} tokens)", fontsize=9)
+        ax.set_ylabel("ms")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
     return fig

@@ -28,14 +28,15 @@ import numpy as np
 from .chat import ChatTemplate, image_sequence
 from .errors import ProcessorError
 from .imageconfig import ImageConfig, read_image_config, read_json
-from .images import ImageSpec, demo_image, preprocess_image
+from .images import MAX_IMAGE_PIXELS, ImageSpec, demo_image, preprocess_image
 from .modelfolder import ModelFolder, ModelFolderError, TokenIds
 
-__all__ = ["Processor", "ProcessorError", "StreamDecoder", "ImageSpec", "demo_image", "preprocess_image",
-           "TOKENIZER_JSON", "TOKENIZER_CONFIG"]
+__all__ = ["MAX_IMAGE_PIXELS", "Processor", "ProcessorError", "StreamDecoder", "ImageSpec", "demo_image",
+           "preprocess_image", "TOKENIZER_JSON", "TOKENIZER_CONFIG"]
 
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
+MAX_PROMPT_CHARS_PER_TOKEN = 64  # a prompt longer than 64 x context_length characters cannot fit (issue 12)
 
 
 def _as_id_list(ids, what: str = "ids") -> list[int]:
@@ -166,6 +167,10 @@ class Processor:
         """
         if not isinstance(prompt, str):
             raise ProcessorError(f"prompt must be a str; got {type(prompt).__name__}")
+        if self.context_length is not None and len(prompt) > MAX_PROMPT_CHARS_PER_TOKEN * self.context_length:
+            raise ProcessorError(f"the prompt is {len(prompt)} characters; at most "
+                                 f"{MAX_PROMPT_CHARS_PER_TOKEN * self.context_length} ({MAX_PROMPT_CHARS_PER_TOKEN} x "
+                                 f"context_length {self.context_length}) are tokenised")
         if not isinstance(n_images, (int, np.integer)) or isinstance(n_images, bool) or n_images < 0:
             raise ProcessorError(f"n_images={n_images!r} is invalid: must be an integer >= 0")
         if self.image_tokens is None:
@@ -187,6 +192,7 @@ class Processor:
             if self.template is None:
                 raise ProcessorError(f"{self._source} has no chat template (chat_template.jinja or tokenizer_config."
                                      "json's chat_template); pass chat_template=False for <bos> + prompt")
+            self._check_markers()
             content = prompt if n_placeholders or not n_images else \
                 [{"type": "image"}] * n_images + [{"type": "text", "text": prompt}]
             text = self.template.render([{"role": "user", "content": content}], add_generation_prompt=True)
@@ -199,6 +205,13 @@ class Processor:
             raise ProcessorError(f"the chat template ({self.template.source}) wrote {text.count(boi)} image "
                                  f"placeholder(s) {boi!r} for {n_images} image(s)")
         return text.replace(boi, image_sequence(*self.image_tokens, self.tokens_per_image))
+
+    def _check_markers(self) -> None:
+        """Each special token the template writes must be one token: split into pieces the prompt is wrong."""
+        for t in self.template.markers():
+            if len(self.tokenizer.encode(t, add_special_tokens=False).ids) != 1:
+                raise ProcessorError(f"{self._source}: the tokenizer has no {t!r} token (a single added token) that "
+                                     f"the chat template ({self.template.source}) writes; use chat_template=False")
 
     def encode_prompt(self, prompt: str, n_images: int, chat_template: bool = True) -> np.ndarray:
         """Prompt -> input_ids int64 [1, S]. See `expand_prompt` for the format and placeholder rules."""

@@ -92,7 +92,7 @@ def profile_generation(pipe, context: int, new_tokens: int, seed: int = 0):
     if getattr(pipe.decoder, "step_events", None) is not None:
         dev = pipe.decoder.step_device_ms()[-(len(df) - 1):] if len(df) > 1 else []
         df["device_ms"] = [float("nan")] + dev
-    for k, v in (pipe.decoder.counters() if hasattr(pipe.decoder, "counters") else {}).items():
+    for k, v in pipe.decoder.counters().items():
         df[k] = v
     return df
 

@@ -26,8 +26,13 @@ top-p and the sampling CDF sum probabilities over the whole vocabulary (262k for
 cumulative sums drift, and a float16 logit divided by a small temperature would overflow float16.
 
 `sample` takes the uniform draws from the caller, so it is a pure function of its inputs and the same code
-serves numpy and cupy; `Sampler` owns the random state (a numpy Generator, or a cupy RandomState for cupy
-logits, both seeded from `SamplingParams.seed`) and draws one uniform per row per call.
+serves numpy and cupy. `Sampler` owns the draws: a counter-based generator, Philox4x32-10 (Salmon et al., SC'11;
+the Random123 reference) keyed by the seed with counter (step, row), computed by the same integer operations in
+numpy (`philox4x32`) and in a CuPy kernel (`PHILOX_SOURCE`), so a seed gives bit-identical uniforms on the host
+and on the GPU and the same tokens in every decode mode (only the step number and the row matter, never how many
+draws happened before). Two 32-bit outputs make one float64 in [0, 1) with 53 random bits, exactly as numpy's
+`random()` builds a double. Device-side decode loops use `sample_unchecked`, which never synchronises: bad rows
+come back as token -1 instead of raising.
 """
 
 from __future__ import annotations
@@ -91,8 +96,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be a number with 0 < top_p <= 1 (1 = off), got {self.top_p!r}")
         if not _is_real(self.min_p) or not (0 <= self.min_p < 1):
             raise ValueError(f"min_p must be a number with 0 <= min_p < 1 (0 = off), got {self.min_p!r}")
-        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
-            raise ValueError(f"seed must be None or an integer >= 0, got {self.seed!r}")
+        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < 2**64):
+            raise ValueError(f"seed must be None or an integer in [0, 2**64) (the Philox key), got {self.seed!r}")
         if isinstance(self.suppress, (str, bytes)) or not all(_is_int(i) and i >= 0 for i in self.suppress):
             raise ValueError(f"suppress must be a sequence of token ids >= 0, got {self.suppress!r}")
         object.__setattr__(self, "suppress", tuple(int(i) for i in self.suppress))
@@ -289,31 +294,128 @@ def sample(logits: Array, params: SamplingParams, uniform: Array | None = None, 
     return _inverse_cdf(probs, u, xp)
 
 
-class Sampler:
-    """`sample` with its own seeded random state: `Sampler(params)(logits) -> ids [B] int64`.
+def sample_unchecked(logits: Array, params: SamplingParams, uniform: Array) -> Array:
+    """`sample` without the host-side checks, for device loops: ids [B] int64 on the logits' device, -1 for a row
+    that holds NaN / +inf or is entirely -inf (the rule `check_finite` raises on). No device-to-host sync."""
+    _check_shape(logits)
+    xp = array_module(logits)
+    bad = (xp.isnan(logits) | (logits == xp.inf) | (logits == -xp.inf).all(axis=-1, keepdims=True)).any(axis=-1)
+    clean = xp.where(bad[:, None], 0, logits)  # any finite row: its draw is discarded below
+    if not params.do_sample:
+        ids = xp.argmax(_suppressed(clean, params.suppress, xp), axis=-1).astype(xp.int64)
+    else:
+        u = xp.asarray(uniform, dtype=xp.float64).reshape(-1)
+        ids = _inverse_cdf(_softmax(_filter(clean, params, xp), xp), u, xp)
+    return xp.where(bad, -1, ids)
 
-    numpy logits draw from numpy.random.default_rng(params.seed); cupy logits from cupy.random.RandomState(seed),
-    drawn on the GPU (the two streams differ, so the same seed gives different tokens on CPU and GPU). Each state is
-    created on first use. Greedy calls draw nothing. A fixed seed and the same sequence of calls give the same ids.
+
+# ---------------------------------------------------------------------------------------------------------------
+# Philox4x32-10: the same integer operations in numpy (uint64 products) and in CUDA C
+
+PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # round multipliers
+PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # key bumps (golden ratio, sqrt(3) - 1)
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32(counter, key) -> np.ndarray:
+    """Philox4x32-10 of `counter` (4 uint32 rows [4, N], or 4 ints) under `key` (2 uint32) -> [4, N] uint32."""
+    c = [np.asarray(x, dtype=np.uint64).reshape(-1) for x in counter]
+    k0, k1 = (np.uint64(int(x) & 0xFFFFFFFF) for x in key)
+    m0, m1 = np.uint64(PHILOX_M[0]), np.uint64(PHILOX_M[1])
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + np.uint64(PHILOX_W[0])) & _MASK32, (k1 + np.uint64(PHILOX_W[1])) & _MASK32
+        p0, p1 = m0 * c[0], m1 * c[2]  # < 2**64: exact in uint64
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & _MASK32, (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & _MASK32]
+    return np.stack(c).astype(np.uint32)
+
+
+def _seed_key(seed: int) -> tuple[int, int]:
+    return seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+
+
+def philox_uniform(seed: int, step: int, n: int = 1) -> np.ndarray:
+    """[n] float64 in [0, 1): row r's draw at `step` for `seed` (counter = (step lo, step hi, r, 0))."""
+    rows = np.arange(n, dtype=np.uint64)
+    zero = np.zeros(n, np.uint64)
+    x = philox4x32([zero + (step & 0xFFFFFFFF), zero + (step >> 32), rows, zero], _seed_key(seed)).astype(np.float64)
+    return ((x[0] // 32) * 67108864.0 + x[1] // 64) / 9007199254740992.0  # (x0 >> 5) * 2**26 + (x1 >> 6), / 2**53
+
+
+# The CuPy side: one thread per row, the same operations as philox4x32 + philox_uniform.
+PHILOX_SOURCE = r"""
+unsigned int c0 = (unsigned int)(step & 0xffffffffULL), c1 = (unsigned int)(step >> 32), c2 = (unsigned int)i, c3 = 0;
+unsigned int key0 = k0, key1 = k1;
+for (int r = 0; r < 10; ++r) {
+    if (r) { key0 += 0x9E3779B9u; key1 += 0xBB67AE85u; }
+    unsigned long long p0 = (unsigned long long)0xD2511F53u * c0, p1 = (unsigned long long)0xCD9E8D57u * c2;
+    unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ key0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ key1;
+    c1 = (unsigned int)p1; c3 = (unsigned int)p0; c0 = n0; c2 = n2;
+}
+u = ((double)(c0 >> 5) * 67108864.0 + (double)(c1 >> 6)) / 9007199254740992.0;
+"""
+_cupy_philox = None
+
+
+def _philox_uniform_cupy(xp, seed: int, step: int, n: int):
+    global _cupy_philox
+    if _cupy_philox is None:
+        _cupy_philox = xp.ElementwiseKernel("uint32 k0, uint32 k1, uint64 step", "float64 u", PHILOX_SOURCE,
+                                            "vlmdecode_philox_uniform")
+    k0, k1 = _seed_key(seed)
+    out = xp.empty(n, xp.float64)
+    _cupy_philox(np.uint32(k0), np.uint32(k1), np.uint64(step), out)  # async on the current stream
+    return out
+
+
+class Sampler:
+    """`sample` with its own draws: `Sampler(params)(logits [B, V], step) -> ids [B] int64`, `pick(row, step) -> int`.
+
+    Draw for (step, row) = Philox4x32-10 keyed by params.seed (a fresh random seed when None, fixed for this
+    sampler); numpy and cupy compute the same bits (module docstring), so the same seed gives the same tokens on the
+    CPU and the GPU, in every decode mode. Greedy draws nothing. step None: the step after the last one drawn.
     """
 
     def __init__(self, params: SamplingParams):
         self.params = params
-        self._numpy_rng: np.random.Generator | None = None
-        self._cupy_rng: Any = None
+        self.seed = params.seed if params.seed is not None else int(np.random.SeedSequence().entropy % 2**64)
+        self._next_step = 0
 
-    def uniform(self, n: int, xp: Any = np) -> Array:
-        """n float64 draws in [0, 1) from this sampler's state for array module `xp`."""
+    def uniform(self, step: int, n: int = 1, xp: Any = np) -> Array:
+        """[n] float64 draws in [0, 1) of rows 0..n-1 at `step`, as an array of module `xp` (cupy: computed there)."""
         if xp is np:
-            if self._numpy_rng is None:
-                self._numpy_rng = np.random.default_rng(self.params.seed)
-            return self._numpy_rng.random(n)
-        if self._cupy_rng is None:
-            self._cupy_rng = xp.random.RandomState(self.params.seed)
-        return self._cupy_rng.random_sample(n, dtype=xp.float64)  # [0, 1), like numpy's
+            return philox_uniform(self.seed, step, n)
+        return _philox_uniform_cupy(xp, self.seed, step, n)
+
+    def pick(self, row: np.ndarray, step: int) -> int:
+        """One token from host logits [V] (B = 1): greedy is one argmax + one finiteness test of the top value
+        (float16 rows above 4096 entries take `_greedy_host`'s bit-level passes); bad rows raise as `sample`."""
+        if not self.params.do_sample:
+            if row.dtype != np.float16 or row.shape[0] <= 4096:
+                i = int(row.argmax())  # NaN: numpy returns the first NaN, so the test below catches it
+                if math.isfinite(row[i]) and i not in self.params.suppress:
+                    return i
+            return int(sample(row[None], self.params, None, step=step)[0])  # bit-level passes; suppress masks
+        return int(sample(row[None], self.params, self.uniform(step), step=step)[0])
 
     def __call__(self, logits: Array, step: int | None = None) -> Array:
+        step = self._next_step if step is None else step
+        self._next_step = step + 1
         uniform = None
         if self.params.do_sample:
-            uniform = self.uniform(logits.shape[0], array_module(logits))
+            uniform = self.uniform(step, logits.shape[0], array_module(logits))
         return sample(logits, self.params, uniform, step=step)
+
+
+class Recorder(Sampler):
+    """A Sampler for analysis loops: keeps every step's logits (float64 copies, `logits`) and, with `force`
+    (token ids per step), returns those instead of its own pick (teacher forcing through the decode loop)."""
+
+    def __init__(self, params: SamplingParams | None = None, force=None):
+        super().__init__(params or SamplingParams())
+        self.logits: list[np.ndarray] = []
+        self.force = force
+
+    def pick(self, row: np.ndarray, step: int) -> int:
+        self.logits.append(np.array(row, np.float64))
+        return int(self.force[step]) if self.force is not None else super().pick(row, step)

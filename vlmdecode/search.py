@@ -34,7 +34,8 @@ def _num(section: dict, key: str, default, kinds: tuple = _NUMBER):
     """section[key] (or `default`) if it has one of `kinds`; a bool passes only where bool is named."""
     v = section.get(key, default)
     if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
-        names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+        names = " or ".join("null" if k is type(None) else "true or false (a JSON boolean)" if k is bool
+                            else k.__name__ for k in kinds)
         raise SearchConfigError(f"{WHERE}.{key} must be {names}, got {v!r}")
     return v
 

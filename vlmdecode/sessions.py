@@ -7,9 +7,11 @@ is opt-in per session (`cuda_graph=True`), so vision and embedding never inherit
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .devices import Device, cuda_device_count, parse_device
+from .sessionpolicy import check_session_options, check_threads, ort_settings
 
 
 class CudaUnavailableError(RuntimeError):
@@ -17,12 +19,25 @@ class CudaUnavailableError(RuntimeError):
 
 
 _preloaded = False
+_log_severity = 3  # onnxruntime errors, unless quiet_logs()
 
 
 def ort():
-    import onnxruntime
-
+    """The onnxruntime module; ImportError with the install command when it is missing."""
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise ImportError(f"onnxruntime is not installed ({e}): pip install \".[cpu]\" (CPU) or \".[cuda]\" "
+                          "(onnxruntime-gpu) in the vlmdecode folder, or pip install 'vlmdecode[cpu]'") from None
     return onnxruntime
+
+
+def quiet_logs() -> None:
+    """onnxruntime logs only fatal errors from now on (the CLI reports errors in its own one line)."""
+    global _log_severity
+    _log_severity = 4
+    if "onnxruntime" in sys.modules:
+        ort().set_default_logger_severity(4)
 
 
 def _preload_cuda_libraries() -> None:
@@ -52,12 +67,18 @@ def check_cuda(device: Device) -> None:
         )
 
 
-def session_options(*, log_severity: int = 3, profile_prefix: str | None = None, threads: int = 0):
+def session_options(*, log_severity: int | None = None, profile_prefix: str | None = None, threads: int = 0,
+                    folder_options: dict | None = None):
+    """onnxruntime SessionOptions: ours, then the folder's safe subset (`sessionpolicy`), then `threads`."""
     so = ort().SessionOptions()
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")  # see node_assignment()
-    so.log_severity_level = log_severity
+    so.log_severity_level = _log_severity if log_severity is None else log_severity
+    if _log_severity == 4:
+        ort().set_default_logger_severity(4)
     so.graph_optimization_level = ort().GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads:
+    for key, value in ort_settings(check_session_options(folder_options or {}, "session_options")).items():
+        setattr(so, key, getattr(ort().GraphOptimizationLevel, value) if key == "graph_optimization_level" else value)
+    if check_threads(threads):
         so.intra_op_num_threads = threads
     if profile_prefix:
         so.enable_profiling = True
@@ -66,16 +87,21 @@ def session_options(*, log_severity: int = 3, profile_prefix: str | None = None,
 
 
 def make_session(path: str | Path, device: Device | str = "cpu", *, cuda_graph: bool = False,
-                 stream_ptr: int | None = None, log_severity: int = 3, profile_prefix: str | None = None,
+                 stream_ptr: int | None = None, log_severity: int | None = None, profile_prefix: str | None = None,
                  threads: int = 0, provider_options: dict | None = None):
     """An InferenceSession for `path` on `device`. CUDA sessions are checked; never a CPU fallback.
 
+    path: an ONNX file, or a `modelfolder.Component` (its file, with the safe subset of the
+    genai_config.json session_options it carries; see `vlmdecode.sessionpolicy`).
     provider_options: extra CUDA provider options (e.g. arena_extend_strategy); the ones this function
     sets itself (device_id, enable_cuda_graph, user_compute_stream) are refused."""
     device = parse_device(device)
+    folder_options = getattr(path, "session_options", None)
+    path = getattr(path, "path", path)
     if provider_options and not device.is_cuda:
         raise ValueError(f"provider_options {sorted(provider_options)} are CUDA provider options; device is cpu")
-    so = session_options(log_severity=log_severity, profile_prefix=profile_prefix, threads=threads)
+    so = session_options(log_severity=log_severity, profile_prefix=profile_prefix, threads=threads,
+                         folder_options=folder_options)
     if not device.is_cuda:
         if cuda_graph:
             raise ValueError("cuda_graph=True needs a CUDA device, got cpu")

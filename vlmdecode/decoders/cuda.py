@@ -13,7 +13,7 @@ CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so k
 replays are ordered without host syncs; device mode also sets
 `disable_synchronize_execution_providers` and syncs only when it reads token ids (every
 `sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are
-checked in `check_mode` with errors that state the contract. Not here: the prompt path (pipeline).
+checked in `check_mode` with errors that state the contract. Not here: the prompt path (prompt_path).
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
@@ -30,14 +30,15 @@ import itertools
 
 import numpy as np
 
+from .. import modes
+from ..buffers import Buffer, allocate, host_array
 from ..devices import Device, parse_device
 from ..modelfolder import ModelFolder
-from ..sampling import NonFiniteLogitsError, Sampler, SamplingParams, sample
+from ..sampling import NonFiniteLogitsError, Sampler, SamplingParams, sample_unchecked
 from ..sessions import _preload_cuda_libraries, check_cuda, make_session
 from .base import BoundDecoder, DecoderError
-from .buffers import Buffer, allocate
 
-MODES = ("eager", "graph", "device")
+MODES = tuple(m for m in modes.on("cuda", "pipeline") if modes.get(m).factory == "vlmdecode.decoders.cuda:build")
 EMBED_VIA = ("gather", "session")
 ORT_WARMUP_RUNS = 2  # onnxruntime's CUDA EP runs a graph id this many times uncaptured, then captures
 ARGMAX_BLOCKS = 256  # argmax_partial's grid: 256 x 256 threads read a 262144-entry row in 4 strided passes
@@ -94,7 +95,7 @@ extern "C" __global__ void advance(
     const long long* given,                 // [1]: a token sampled elsewhere, or NULL -> reduce the partials
     const T* table, const int H, T* x_out,  // [V,H] embedding rows -> [H] decoder input, or table NULL
     long long* id_out,                      // [1]: the token as an input id (embedding session / id decoder)
-    long long* ring, const int slot,        // [k]: token ids the host reads every k steps (-1: non-finite)
+    long long* ring, const int slot,        // [k]: token ids the host reads every k steps (-1: no valid token)
     long long* pos, long long* mask, long long* t_dev)
 {
     __shared__ float v[1024];
@@ -105,7 +106,8 @@ extern "C" __global__ void advance(
         v[tid] = tid < nparts ? part_v[tid] : -INF_F;
         idx[tid] = tid < nparts ? part_i[tid] : 0x7fffffffffffffffLL;
         block_reduce(v, idx, tid);
-        if (tid == 0) tok = (v[0] != v[0]) ? -1 : idx[0];
+        // -1: NaN/+inf (reported as NaN) or every logit -inf: nothing to pick (sampling.check_finite's rule)
+        if (tid == 0) tok = (v[0] != v[0] || v[0] == -INF_F) ? -1 : idx[0];
     } else if (tid == 0) {
         tok = given[0];
     }
@@ -144,7 +146,7 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
     if mode not in MODES:
         raise ValueError(f"unknown CUDA decode mode {mode!r}: allowed {MODES}")
     info = folder.info
-    if mode in ("graph", "device") and info.kv_layout != "shared":
+    if modes.get(mode).capture and info.kv_layout != "shared":
         raise ValueError(
             f"mode {mode!r} needs a fixed-capacity KV cache bound at fixed addresses (CUDA graph capture); "
             f"this decoder's KV grows by Concat ({folder.decoder.path.name}, attention 'onnx'): use mode='eager' "
@@ -184,7 +186,7 @@ class CudaDecoder(BoundDecoder):
         cupy.cuda.Device(device.index).use()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.stream_ptr = int(self.stream.ptr)
-        session = make_session(folder.decoder.path, device, cuda_graph=mode != "eager", stream_ptr=self.stream_ptr,
+        session = make_session(folder.decoder, device, cuda_graph=mode != "eager", stream_ptr=self.stream_ptr,
                                profile_prefix=profile_prefix, provider_options=provider_options)
         with self.stream:
             super().__init__(folder, session, device, None, max_length)
@@ -232,15 +234,15 @@ class CudaDecoder(BoundDecoder):
             self.session.release_captured_graph(self.graph_id)
 
     def run_step(self) -> None:
-        with self.stream:
-            if self.step_events is None:
-                super().run_step()
-            else:
-                start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
-                start.record()
-                super().run_step()
-                end.record()
-                self.step_events.append((start, end))
+        """One decoder run over the bound buffers; the caller holds `with self.stream` (one per step)."""
+        if self.step_events is None:
+            super().run_step()
+        else:
+            start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+            start.record()
+            super().run_step()
+            end.record()
+            self.step_events.append((start, end))
         if self.mode != "eager":
             self._count_graph_run()
 
@@ -262,11 +264,8 @@ class CudaDecoder(BoundDecoder):
             self.replayed += 1  # runs 1..ORT_WARMUP_RUNS ran uncaptured: counters() counts them as eager
 
     def step(self, x: np.ndarray, reuse: bool = False) -> np.ndarray:
-        with self.stream:
-            self.feed(x)
-        self.run_step()
-        with self.stream:
-            return self._read_logits(self.logits_step, reuse=reuse)
+        with self.stream:  # one stream context per step: feed, run and the logits read queue in order
+            return super().step(x, reuse)
 
     def prefill(self, x, reuse: bool = False) -> np.ndarray:
         with self.stream:  # the logits download too: it must queue behind the prompt's run
@@ -301,13 +300,36 @@ class CudaDecoder(BoundDecoder):
             table, x_out, id_out = self.table.ptr, self.x_step.ptr, null
         else:
             table, x_out, id_out = null, null, self.id_buf.ptr
-        self._suppress = allocate((MAX_SUPPRESS,), np.int64, self.device)
-        self._partial_args = [np.uint64(0), np.int32(self.vocab), np.uint64(self._part_v.ptr),
-                              np.uint64(self._part_i.ptr), np.uint64(self._suppress.ptr), np.int32(0)]
-        self._args = [np.uint64(self._part_v.ptr), np.uint64(self._part_i.ptr), np.int32(self._nparts), np.uint64(0),
-                      np.uint64(table),
-                      np.int32(info.hidden_size), np.uint64(x_out), np.uint64(id_out), np.uint64(self.ring.ptr),
-                      np.int32(0), np.uint64(self.pos_step.ptr), np.uint64(self.mask.ptr), np.uint64(self.t_dev.ptr)]
+        # kernel arguments, built once: argmax over the step's logits; advance per ring slot, with the token
+        # either reduced from the partials (greedy) or sampled into `given` (sample_unchecked, on the device)
+        self.given = allocate((1,), np.int64, self.device)
+        self._suppress = allocate((MAX_SUPPRESS,), np.int64, self.device)  # SamplingParams.suppress, per generation
+        self._n_suppress = 0
+        self._partial_step = self._partial_args(self.logits_step.ptr)
+
+        def advance_args(given: int, slot: int) -> tuple:
+            return (np.uint64(self._part_v.ptr), np.uint64(self._part_i.ptr), np.int32(self._nparts),
+                    np.uint64(given), np.uint64(table), np.int32(info.hidden_size), np.uint64(x_out),
+                    np.uint64(id_out), np.uint64(self.ring.ptr), np.int32(slot), np.uint64(self.pos_step.ptr),
+                    np.uint64(self.mask.ptr), np.uint64(self.t_dev.ptr))
+
+        self._advance_args = {g: [advance_args(g, k) for k in range(self.sync_every)] for g in (0, self.given.ptr)}
+        self.ring_host = host_array(self.sync_every, np.int64, self.device)
+        # device mode's decode step moves no input bytes; each token's id comes back (8 bytes, read k at a time)
+        self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
+
+    def _partial_args(self, logits_ptr: int) -> tuple:
+        return (np.uint64(logits_ptr), np.int32(self.vocab), np.uint64(self._part_v.ptr), np.uint64(self._part_i.ptr),
+                np.uint64(self._suppress.ptr), np.int32(self._n_suppress))
+
+    def _set_suppress(self, ids: tuple) -> None:
+        """The ids the greedy kernel skips for this generation (sampled draws mask them in sample_unchecked)."""
+        if len(ids) > MAX_SUPPRESS:
+            raise ValueError(f"device mode suppresses at most {MAX_SUPPRESS} token ids, got {len(ids)}")
+        if ids:
+            self._suppress.array[: len(ids)] = self.cp.asarray(ids, dtype=self.cp.int64)  # on the current stream
+        self._n_suppress = len(ids)
+        self._partial_step = self._partial_args(self.logits_step.ptr)
 
     def _embedding_table(self):
         """Every token's embedding [V,H] (embedtable: the embedding model run once per id), uploaded."""
@@ -320,7 +342,7 @@ class CudaDecoder(BoundDecoder):
 
     def _init_embedding_session(self) -> None:
         e = self.folder.embedding
-        self.embed_session = make_session(e.path, self.device, stream_ptr=self.stream_ptr)  # our stream: ordered
+        self.embed_session = make_session(e, self.device, stream_ptr=self.stream_ptr)  # our stream: ordered
         self.id_buf = allocate((1, 1), np.int64, self.device)
         shape = e.signature.inputs[e.inputs["image_features"]][1]
         self.empty_feats = allocate([0 if isinstance(d, str) else d for d in shape], self.dtype, self.device)
@@ -331,79 +353,72 @@ class CudaDecoder(BoundDecoder):
         self.embed_ro = self._run_options(-1)
         self.embed_ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
 
-    def _advance(self, logits_ptr: int, slot: int, given: Buffer | None) -> None:
-        """One launch: pick the token (argmax unless `given`), write the next decoder inputs on the device."""
-        a = self._args
-        if given is None:
-            self._partial_args[0] = np.uint64(logits_ptr)
-            self._partial((self._nparts,), (256,), tuple(self._partial_args))
-        a[3], a[9] = np.uint64(given.ptr if given else 0), np.int32(slot)
-        self._kernel((1,), (1024,), tuple(a))
+    def _pick(self, logits: Buffer, offset: int, slot: int, sampler: Sampler, step: int) -> None:
+        """Two launches and no sync: choose the token of `logits[offset:offset+V]` (argmax, or a Philox-seeded
+        draw by sample_unchecked), then write the next decoder inputs and ring[slot] on the device."""
+        if sampler.params.do_sample:
+            row = logits.array.reshape(-1)[offset: offset + self.vocab][None]
+            self.given.array[...] = sample_unchecked(row, sampler.params, sampler.uniform(step, 1, self.cp))
+            self._kernel((1,), (1024,), self._advance_args[self.given.ptr][slot])
+        else:
+            args = self._partial_step if logits is self.logits_step else self._partial_args(logits.ptr + offset *
+                                                                                              self.dtype.itemsize)
+            self._partial((self._nparts,), (256,), args)
+            self._kernel((1,), (1024,), self._advance_args[0][slot])
         if self.embed_session is not None:
             self.embed_session.run_with_iobinding(self.embed_io, self.embed_ro)
 
-    def _pick(self, logits: Buffer, offset: int, slot: int, sampler: Sampler | None, step: int) -> None:
-        ptr = logits.ptr + offset * self.dtype.itemsize
-        given = None
-        if sampler is not None:
-            row = logits.array.reshape(-1)[offset: offset + self.vocab][None]
-            given = Buffer(sample(row, sampler.params, sampler.uniform(1, self.cp)), self.device)
-        self._advance(ptr, slot, given)
-        self._given = given  # keep alive until the kernel has run
-
-    def generate(self, x, max_new_tokens: int, params: SamplingParams, pipeline=None):
-        """Yield token ids; everything but the ids stays on the GPU."""
+    def generate(self, x, max_new_tokens: int, sampler: Sampler):
+        """Token ids (decoders.base contract). Modes eager/graph: the host loop. Mode device: everything but
+        the ids stays on the GPU; the host reads the ring every `sync_every` tokens (the only sync)."""
         if self.mode != "device":
-            raise DecoderError("generate() on the device is mode 'device'; eager/graph sample on the host")
-        sampler = Sampler(params) if params.do_sample else None
-        if len(params.suppress) > MAX_SUPPRESS:
-            raise ValueError(f"device mode suppresses at most {MAX_SUPPRESS} token ids, got {len(params.suppress)}")
-        k = self.sync_every
-        self.begin_generation()
-        try:
+            return super().generate(x, max_new_tokens, sampler)
+        return self._device_generate(x, max_new_tokens, sampler)
+
+    def _device_generate(self, x, max_new_tokens: int, sampler: Sampler):
+        k, tr = self.sync_every, self.transfers
+        with self.generation():
+            tr.steps.clear()
             with self.stream:
-                self.transfers.begin(0)
-                if params.suppress:  # once per generation, for the greedy kernel (sampling masks in sample())
-                    self.transfers.upload(self._suppress, np.asarray(params.suppress, np.int64), "suppress")
-                self._partial_args[5] = np.int32(len(params.suppress))
-                logits, S = self.prefill_on_device(x)
-                self.transfers.upload(self.t_dev, np.array([S], np.int64), "position")
-                self._pick(logits, self.last_row(S) * self.vocab, 0, sampler, 0)
-                pending, done = 1, 0
-                while True:
-                    if pending == k or done + pending == max_new_tokens:
-                        ids = self.transfers.download(self.ring, "token", count=pending)
-                        for i, tok in enumerate(ids.tolist()):
-                            if tok < 0:
-                                raise NonFiniteLogitsError(
-                                    f"step {done + i}: logits hold NaN or +inf", done + i, (0,))
-                            self.transfers.end()
-                            yield tok
-                            if done + i + 1 < max_new_tokens:
-                                self.transfers.begin(done + i + 1)
-                        done += pending
-                        pending = 0
-                        if done == max_new_tokens:
-                            return
+                self._set_suppress(sampler.params.suppress)
+                tr.begin()
+                logits, last = self.prefill_on_device(x)
+                self.mark("prefill")
+                self.t_dev.write_scalar(self.kv.position)  # staged: the previous generation's copy ran
+                tr.note("h2d", 8, "position")
+                tr.note("d2h", 8, "token")
+                tr.end()
+                self._pick(logits, last, 0, sampler, 0)
+            pending, done = 1, 0
+            while True:
+                if pending == k or done + pending == max_new_tokens:
+                    with self.stream:
+                        ids = self.ring.copy_to_host(pending, 0, self.ring_host[:pending]).tolist()  # the sync
+                    for i, tok in enumerate(ids):
+                        if tok < 0:
+                            raise NonFiniteLogitsError(
+                                f"non-finite logits at step {done + i}: NaN or +inf, or every logit -inf", done + i,
+                                (0,))
+                        yield tok
+                    done, pending = done + pending, 0
+                    if done == max_new_tokens:
+                        return
+                with self.stream:
                     self.run_step()  # replay (no host feed: the kernel wrote the inputs)
                     self._pick(self.logits_step, 0, pending, sampler, done + pending)
-                    pending += 1
-        finally:
-            self.transfers.end()
-            self.end_generation()
+                tr.add(self.step_bytes)
+                pending += 1
 
 
-def replay_ms(decoder: CudaDecoder, x: np.ndarray, step_x: np.ndarray, n: int = 200) -> float:
-    """Device time of one decode step with no host work between steps: n back-to-back runs of the
-    bound step (replays in graph/device mode, uncaptured launches in eager), timed with CUDA events.
-    Re-running one step is idempotent (it rewrites the same KV row), so n runs measure n steps."""
+def replay_ms(decoder: CudaDecoder, x: np.ndarray, n: int = 200) -> float:
+    """Device time of one decode step with no host work between steps: the decode loop (`generate`, greedy)
+    runs prefill + warm-up, capture and a first replay; then n back-to-back runs of the bound step (replays in
+    graph/device mode, uncaptured launches in eager) inside the same generation, timed with CUDA events.
+    Re-running the last step is idempotent (it rewrites the same KV row), so n runs measure n steps."""
     cp = decoder.cp
-    decoder.begin_generation()
-    try:
-        decoder.prefill(x)
-        for _ in range(ORT_WARMUP_RUNS + 2):  # warm-up, capture, first replay
-            decoder.step(step_x)
-        decoder.kv.position -= 1  # re-run the last step in place
+    with decoder.generation():
+        for _ in decoder.generate(x, ORT_WARMUP_RUNS + 3, Sampler(SamplingParams())):
+            pass
         ro = decoder._run_options(decoder.graph_id)
         ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
         start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -414,5 +429,9 @@ def replay_ms(decoder: CudaDecoder, x: np.ndarray, step_x: np.ndarray, n: int = 
             end.record()
             end.synchronize()
         return cp.cuda.get_elapsed_time(start, end) / n
-    finally:
-        decoder.end_generation()
+
+
+def build(folder: ModelFolder, device: Device, mode: str, *, max_length: int | None = None, threads: int = 0,
+          **options) -> CudaDecoder:
+    """modes factory for eager / graph / device; options: CudaDecoder's keywords."""
+    return CudaDecoder(folder, device, mode, max_length=max_length, **options)

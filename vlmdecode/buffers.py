@@ -2,25 +2,33 @@
 
 A `Buffer` is allocated once and bound to an IOBinding input or output by its raw address, so the
 same memory serves every step (required by CUDA graphs; on CPU it removes per-step allocation).
-Host copies into and out of a buffer are methods here, but callers go through `Transfers`, which
-counts them. Not a general tensor type: shape, dtype and address never change after allocation.
+Host copies into and out of a buffer are methods here. Two ways in: `copy_from_host` (setup and
+prompt uploads, counted by `Transfers.upload`) and `write` / `write_scalar` (the decode step's
+inputs, whose bytes the decoder fixes at setup): on CUDA `write` copies into the buffer's own
+page-locked staging array and issues ONE async DMA from it; on the CPU it assigns into the array.
+A staged write must not reuse its staging slot before the previous DMA from it ran: host-fed steps
+wait for their logits every step, which orders that. Not a general tensor type: shape, dtype and
+address never change after allocation. Not in `decoders/`: the KV caches use it too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..devices import Device
+from .devices import Device
 
 
 class Buffer:
     def __init__(self, array, device: Device):
         self.array = array  # numpy.ndarray (cpu) or cupy.ndarray (cuda); kept alive here
         self.device = device
+        self._ptr = int(array.data.ptr) if device.is_cuda else int(array.ctypes.data)  # fixed for life
+        self._flat = None if device.is_cuda else array.reshape(-1)  # CPU writes: a view made once
+        self._staging = None  # CUDA writes: page-locked [size] host array, made on the first write
 
     @property
     def ptr(self) -> int:
-        return int(self.array.data.ptr) if self.device.is_cuda else int(self.array.ctypes.data)
+        return self._ptr
 
     @property
     def dtype(self):
@@ -40,6 +48,17 @@ class Buffer:
     def bind_output(self, io, name: str, shape=None) -> None:
         io.bind_output(name, self.device.kind, self.device.index, self.dtype, list(shape or self.shape), self.ptr)
 
+    def fill(self, value, start: int = 0, stop: int | None = None) -> None:
+        """Set elements [start, stop) to `value` where the buffer lives (on CUDA a kernel on the current
+        stream): no host copy, so nothing for `Transfers` to count."""
+        flat = self.array.reshape(-1)[start:stop]
+        if self.device.is_cuda and value == 0 and flat.size:
+            import cupy  # one memset: cheaper to issue from Python than a fill kernel
+
+            cupy.cuda.runtime.memsetAsync(flat.data.ptr, 0, flat.nbytes, cupy.cuda.get_current_stream().ptr)
+        else:
+            flat[...] = value
+
     def copy_from_host(self, host: np.ndarray, offset: int = 0) -> None:
         """host (contiguous, same dtype) -> elements [offset, offset + host.size) of this buffer."""
         if self.device.is_cuda:
@@ -51,6 +70,39 @@ class Buffer:
                                           cupy.cuda.get_current_stream().ptr)
         else:
             self.array.reshape(-1)[offset: offset + host.size] = host.reshape(-1)
+
+    def write(self, host: np.ndarray, offset: int = 0) -> None:
+        """host values (any layout; cast to this dtype) -> elements [offset, offset + host.size): on CUDA one
+        host copy into page-locked staging, then one async DMA on the current stream (see module docstring)."""
+        n = host.size
+        if not self.device.is_cuda:
+            self._flat[offset: offset + n] = host.reshape(-1)
+            return
+        staging = self._stage()
+        staging[offset: offset + n] = host.reshape(-1)
+        self._dma(offset, n)
+
+    def write_scalar(self, value, offset: int = 0) -> None:
+        """One element, as `write` does it."""
+        if not self.device.is_cuda:
+            self._flat[offset] = value
+            return
+        self._stage()[offset] = value
+        self._dma(offset, 1)
+
+    def _stage(self) -> np.ndarray:
+        if self._staging is None:
+            self._staging = host_array(self.array.size, self.dtype, self.device)
+            self._staging_ptr = int(self._staging.ctypes.data)
+        return self._staging
+
+    def _dma(self, offset: int, n: int) -> None:
+        import cupy
+
+        k = self.dtype.itemsize
+        rt = cupy.cuda.runtime
+        rt.memcpyAsync(self.ptr + offset * k, self._staging_ptr + offset * k, n * k, rt.memcpyHostToDevice,
+                       cupy.cuda.get_current_stream().ptr)
 
     def copy_to_host(self, count: int | None = None, offset: int = 0, out: np.ndarray | None = None) -> np.ndarray:
         """Elements [offset, offset + count) -> a new host array, or into `out` (1-D, same dtype, `count` long;

@@ -1,0 +1,70 @@
+"""Host side of the native kernels, no GPU needed: weight layout, launch geometry, refusals, and (where an
+nvcc is installed) that the CUDA source compiles for sm_90 without stack frames or register spills."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from vlmdecode.native import kernels as K
+from vlmdecode.native.kernels_src import SOURCE
+
+
+def test_rows_layout_is_the_transpose_contiguous():
+    w = np.arange(24 * 5, dtype=np.float16).reshape(24, 5)  # [in, out]
+    r = K.rows_layout(w)
+    assert r.shape == (5, 24) and r.flags.c_contiguous and np.array_equal(r, w.T)
+    with pytest.raises(K.KernelShapeError, match="multiple of 8"):
+        K.rows_layout(np.zeros((12, 3), np.float16))
+    with pytest.raises(K.KernelShapeError, match="2-D"):
+        K.rows_layout(np.zeros(8, np.float16))
+
+
+def test_split_k_and_loads_per_lane():
+    assert K.split_k(6912) == 6 and 6912 // 6 == 1152  # gemma3-1b's down projection
+    assert K.split_k(1152) == 1 and K.split_k(128) == 1
+    assert K.split_k(2560) == 2 and K.split_k(8) == 1
+    assert [K.loads_per_lane(n) for n in (8, 256, 264, 1152, 2048)] == [1, 1, 2, 5, 8]
+    for bad in (12, 2056):
+        with pytest.raises(K.KernelShapeError):
+            K.loads_per_lane(bad)
+    with pytest.raises(K.KernelShapeError):
+        K.split_k(100)
+
+
+def test_attention_geometry():
+    assert K.attention_layout(256) == (1, 32) and K.attention_layout(16) == (1, 2)
+    assert K.attention_layout(512) == (2, 32) and K.attention_layout(64) == (1, 8)
+    for bad in (24, 96, 300):
+        with pytest.raises(K.KernelShapeError, match="head_dim"):
+            K.attention_layout(bad)
+    assert K.attention_splits(1072, None) == 67 and K.attention_splits(1072, 512) == 32
+    assert K.attention_splits(256, 16) == 1 and K.attention_splits(10, 512) == 1
+
+
+def test_kernel_names():
+    assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1>" and K.attention_name(256) == "attention<256>"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_source_compiles_for_sm90_without_spills(tmp_path):
+    sig = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
+           "const float*,float,float*,__half*,float,float*,long long*")
+    att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
+           "__half*,__half*,int,int,float,float,int,float*,int*,float*")
+    shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]
+    inst = [f"template __global__ void gemv<{nv},{rpw},{epi}>({sig});" for nv, rpw, epi in shapes]
+    inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
+    src = tmp_path / "native.cu"
+    src.write_text(SOURCE + "\n".join(inst) + "\n")
+    r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
+    assert len(fns) == 11, r.stderr[-3000:]  # 8 gemv, 2 attention, advance
+    for name, props in fns:
+        assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)

@@ -1,0 +1,377 @@
+"""The native CUDA decoder: a recognised plan's weights run by our own kernels, one CUDA graph per step.
+
+    prefill   the folder's ONNX decoder through onnxruntime CUDA (`decoders.cuda.CudaDecoder`, eager),
+              writing the prompt's K/V into the SAME fixed buffers [1, kv_heads, capacity, head_dim]
+              (GroupQueryAttention's layout) that the native step then reads and appends to. Why not
+              native: a step kernel runs one position, so a 1024-token prompt would be 1024 steps (TTFT);
+              onnxruntime's prefill is a batched GEMM pass already.
+    step      5 kernels a layer + LM head + advance (`native.kernels`):
+                qkv      residual fold of the previous layer's down output (+ post-FFN norm) + input norm
+                         in the prologue, QKV GEMV
+                attn     q/k norm + rotary + KV append + split-sequence attention + combine (last block)
+                o        o GEMV
+                gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
+                         gelu_tanh(g) * u in the epilogue
+                down     split-K down GEMV (partials summed by the next prologue)
+              head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
+              advance: the token -> its embedding row into the step's input, the id ring, the position.
+              The whole step (greedy: with advance) is captured ONCE per decoder as a CUDA graph
+              (CuPy stream capture) and replayed every token; the host reads the id ring every
+              `sync_every` tokens. Sampling replays the step without advance, draws with the package's
+              CuPy sampler (as device mode) and launches advance with the drawn id, uncaptured.
+
+The residual stream is fp32 in two ping-pong buffers (a kernel never writes the buffer it reads). A
+plan the kernels cannot run (dtype, shapes, windowed-KV capacities) is a PlanError; there is no
+fallback to onnxruntime for the step. Not here: the kernels' code (`native.kernels_src`), the pipeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..buffers import allocate, host_array
+from ..decoders.base import Decoder, DecoderError, check_max_length
+from ..decoders.cuda import CudaDecoder, argmax_blocks, device_kernels
+from ..modelfolder import ModelFolder
+from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
+from . import kernels as K
+from .plan import DecoderPlan, PlanError
+
+KERNELS_PER_LAYER = 5
+
+
+def folder_plan(folder: ModelFolder) -> DecoderPlan:
+    """The recognised plan of a folder's decoder (PlanError when the graph is not a recognised Gemma 3)."""
+    from .recognise import recognise
+
+    return recognise(folder.decoder.path)
+
+
+def check_plan(plan: DecoderPlan, max_length: int) -> None:
+    """Everything the native kernels need of a plan, as PlanErrors that say what is accepted."""
+    if np.dtype(plan.dtype) != np.float16:
+        raise PlanError(f"{plan.source}: the native kernels store fp16 weights; this decoder's dtype is "
+                        f"{np.dtype(plan.dtype)} (build the folder with --dtype fp16)")
+    for L in plan.layers:
+        if L.kv_capacity is not None:
+            raise PlanError(f"{plan.source}: layer {L.index} keeps a windowed KV cache of {L.kv_capacity} rows; the "
+                            "native step reads full-capacity KV buffers only (export without windowed KV)")
+        if L.rope_cos.shape[0] < max_length:
+            raise PlanError(f"{plan.source}: layer {L.index}'s rotary table has {L.rope_cos.shape[0]} positions, "
+                            f"fewer than max_length {max_length}")
+    try:
+        for n in (plan.hidden, plan.q_size, plan.intermediate // K.split_k(plan.intermediate)):
+            K.loads_per_lane(n)
+        K.attention_layout(plan.head_dim)
+    except K.KernelShapeError as e:
+        raise PlanError(f"{plan.source}: {e}") from None
+    if plan.num_heads % plan.num_kv_heads:
+        raise PlanError(f"{plan.source}: {plan.num_heads} query heads do not group over {plan.num_kv_heads} KV heads")
+
+
+class NativeDecoder(Decoder):
+    """`vlmdecode.load(dir, "cuda", mode="native")`'s decoder (the `decoders.base` contract): generate() is the
+    device loop; prefill() is onnxruntime's; step() is one host-fed native step (the body graph)."""
+
+    mode = "native"
+
+    def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
+                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None):
+        import cupy
+
+        self.cp = cupy
+        if sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        plan = folder_plan(folder) if plan is None else plan
+        check_plan(plan, check_max_length(folder, max_length))
+        if folder.info.kv_layout != "shared":
+            raise PlanError(f"{folder.decoder.path.name}: the native step needs the fixed-capacity KV of "
+                            "GroupQueryAttention (attention 'gqa'); this decoder's KV grows by Concat")
+        self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
+        super().__init__(folder, self.ort.device, self.ort.transfers, self.ort.max_length)
+        self.plan, self.kv = plan, self.ort.kv
+        self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
+        self.sync_every = sync_every
+        self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
+        self.ring_host = host_array(sync_every, np.int64, self.device)
+        # the device loop's decode step moves no input bytes; each token's id comes back (8 bytes, k at a time)
+        self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
+        with self.stream:
+            self._upload(plan)
+        self.rebuild(shapes or K.Shapes())
+
+    def rebuild(self, shapes: K.Shapes) -> None:
+        """(Re)make the step's buffers and launches with these block shapes; the weights stay. Drops the
+        captured graphs (the next step captures again). Between generations only."""
+        self.shapes = shapes
+        self._graphs: dict[bool, object] = {}
+        with self.stream:
+            self._buffers(self.plan)
+            self._build(self.plan)
+        self.stream.synchronize()
+
+    # ---- set-up ----------------------------------------------------------------------------------
+    def _upload(self, plan: DecoderPlan) -> None:
+        cp = self.cp
+        f32 = lambda a: cp.asarray(np.ascontiguousarray(a, np.float32))  # noqa: E731
+        opt = lambda a: None if a is None else f32(a)  # noqa: E731
+        rows = lambda w: cp.asarray(K.rows_layout(np.asarray(w, np.float16)))  # noqa: E731
+        ropes: list[tuple[np.ndarray, np.ndarray, object, object]] = []
+
+        def rope(L):
+            for c, s, dc, ds in ropes:  # global and local layers share two tables
+                if c.shape == L.rope_cos.shape and np.array_equal(c, L.rope_cos) and np.array_equal(s, L.rope_sin):
+                    return dc, ds
+            ropes.append((L.rope_cos, L.rope_sin, f32(L.rope_cos), f32(L.rope_sin)))
+            return ropes[-1][2:]
+
+        self.layers = []
+        for L in plan.layers:
+            cos, sin = rope(L)
+            self.layers.append(dict(
+                w_qkv=rows(L.w_qkv), w_o=rows(L.w_o), w_gate_up=rows(L.w_gate_up), w_down=rows(L.w_down),
+                input_norm=f32(L.input_norm), post_attn_norm=f32(L.post_attn_norm), pre_ffn_norm=f32(L.pre_ffn_norm),
+                post_ffn_norm=f32(L.post_ffn_norm), q_norm=opt(L.q_norm), k_norm=opt(L.k_norm), cos=cos, sin=sin))
+        self.final_norm = f32(plan.final_norm)
+        self.lm_head = rows(plan.lm_head)  # tied: lm_head is embed_table.T, so this is the table itself
+        if plan.drive == "ids":
+            table = np.asarray(plan.embed_table, np.float16)
+        else:
+            from ..embedtable import embedding_table
+
+            table = embedding_table(self.folder, np.float16)  # the embedding model's row for each id
+        self.table = cp.asarray(np.ascontiguousarray(table))
+
+    def _buffers(self, plan: DecoderPlan) -> None:
+        cp, H, D = self.cp, plan.hidden, plan.head_dim
+        nq, nkv = plan.num_heads, plan.num_kv_heads
+        self.ksd = K.split_k(plan.intermediate, self.shapes.slice_target)
+        splits = max(K.attention_splits(self.max_length, L.window, self.shapes.attn_chunk) for L in plan.layers)
+        z = lambda n, dt=cp.float32: cp.zeros(n, dt)  # noqa: E731
+        self.x_in = z(H, cp.float16)  # the step's input: the token's embedding row
+        self.resid = z((2, H))  # ping-pong residual stream
+        self.qkv, self.attn_out, self.o_out = z((nq + 2 * nkv) * D), z(nq * D), z(H)
+        self.attn_part = z(nq * splits * (D + 2))
+        self.counters = z(plan.num_layers * nkv, cp.int32)
+        self.m, self.dpart = z(plan.intermediate), z((self.ksd, H))
+        self.logits = z(plan.vocab, cp.float16)
+        self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
+        self.ring = allocate((self.sync_every,), np.int64, self.device)  # Buffer: Transfers downloads it
+        self.n_dev, self.pos, self.t_dev, self.given = (z(1, cp.int64) for _ in range(4))
+
+    def _build(self, plan: DecoderPlan) -> None:
+        H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
+        sh = self.shapes
+        nvh = K.loads_per_lane(H)
+        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN), (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN),
+                 (nvh, sh.gate_up[1], K.EPI_GELU), (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN),
+                 (nvh, sh.head[1], K.EPI_HEAD)}
+        fns = K.compile_module(gemvs, {D})
+        shape = lambda wr: dict(warps=wr[0], rpw=wr[1])  # noqa: E731
+        Ra, Rb = self.resid[0], self.resid[1]
+        eps, scale = plan.eps, float(plan.embed_scale or 1.0)
+        steps = []
+        for l, (L, W) in enumerate(zip(plan.layers, self.layers)):
+            prev = self.layers[l - 1] if l else None
+            steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
+                                src=Ra if l else None, x_in=self.x_in, x_scale=scale,
+                                delta=self.dpart if l else None, delta_parts=self.ksd,
+                                delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
+                                norm_w=W["input_norm"], eps=eps, **shape(sh.qkv)))
+            steps.append(K.attention(fns, f"L{l}.attn", self.qkv, nq, nkv, D, q_norm=W["q_norm"], k_norm=W["k_norm"],
+                                     eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
+                                     K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
+                                     scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
+                                     counter=self.counters[l * nkv:(l + 1) * nkv], out=self.attn_out,
+                                     chunk=sh.attn_chunk, threads=sh.attn_threads))
+            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
+            steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
+                                delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
+                                norm_w=W["pre_ffn_norm"], eps=eps, **shape(sh.gate_up)))
+            steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
+                                src=self.m, **shape(sh.down)))
+        self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
+                           delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
+                           eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,
+                           part_i=self.part_i, **shape(sh.head))
+        self.body = steps + [self.head]
+        common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
+                      pos=self.pos, t_dev=self.t_dev)
+        self.advance_greedy = K.advance(fns, self.part_v, self.part_i, self.head.grid[0], **common)
+        self.advance_given = K.advance(fns, self.part_v, self.part_i, 0, given=self.given, **common)
+        self._prefill_partial = device_kernels(np.float16)[0]
+        self._prefill_parts = argmax_blocks(plan.vocab)
+        self.advance_prefill = K.advance(fns, self.part_v, self.part_i, self._prefill_parts, **common)
+
+    # ---- counters and generation lifetime ----------------------------------------------------------
+    def kernels_per_step(self, greedy: bool = True) -> int:
+        return len(self.body) + (1 if greedy else 0)
+
+    def counters(self) -> dict:
+        return {"kernels_per_step": self.kernels_per_step(), "captured": self.captured, "replayed": self.replayed,
+                "uncaptured_steps": self.uncaptured_steps, "generations": self.generations}
+
+    def begin_generation(self) -> None:
+        self.generations += 1  # nothing to release at the end: the graphs live as long as the decoder
+
+    # ---- the step ----------------------------------------------------------------------------------
+    def enqueue_step(self, greedy: bool) -> None:
+        """Launch one uncaptured step on the decoder's stream (what a capture records)."""
+        for launch in self.body:
+            launch()
+        if greedy:
+            self.advance_greedy()
+
+    def graph(self, greedy: bool):
+        """The captured step (with advance when greedy), captured on first use."""
+        if greedy not in self._graphs:
+            with self.stream:
+                self.stream.begin_capture()
+                try:
+                    self.enqueue_step(greedy)
+                finally:
+                    g = self.stream.end_capture()
+            self._graphs[greedy] = g
+            self.captured += 1
+        return self._graphs[greedy]
+
+    def replay(self, greedy: bool) -> None:
+        self.graph(greedy).launch(self.stream)
+        self.replayed += 1
+        self.kv.advance(1)
+
+    # ---- the contract's host-fed entry points ------------------------------------------------------
+    def prefill(self, x, reuse: bool = False) -> np.ndarray:
+        """onnxruntime's prefill into the shared KV buffers (module docstring); last position's logits."""
+        return self.ort.prefill(x, reuse)
+
+    def step(self, x, reuse: bool = False) -> np.ndarray:
+        """One native step fed from the host (x: [1,1,H] embedding or [[id]]): the body graph, logits [V]."""
+        t = self.kv.position
+        if t >= self.max_length:
+            raise DecoderError(f"KV cache full: position {t} reached max_length={self.max_length}")
+        self.transfers.begin()
+        try:
+            with self.stream:
+                if self.info.drive == "ids":
+                    self.x_in[...] = self.table[int(np.asarray(x).reshape(-1)[0])]
+                else:
+                    self.x_in.set(np.ascontiguousarray(np.asarray(x, np.float16).reshape(-1)), stream=self.stream)
+                    self.transfers.note("h2d", self.x_in.nbytes, "embeds")
+                self.pos.set(np.array([t], np.int64), stream=self.stream)
+                self.transfers.note("h2d", 8, "position")
+                self.replay(False)
+                out = self.logits.get(stream=self.stream)
+                self.transfers.note("d2h", self.logits.nbytes, "logits")
+        finally:
+            self.transfers.end()
+        return out if reuse else out.astype(np.float32)
+
+    # ---- the device loop ---------------------------------------------------------------------------
+    def _pick(self, row, sampler: Sampler, step: int, prefill: bool = False) -> None:
+        """The token of logits `row` [V] on the device: a Philox draw (sample_unchecked; -1 for a bad row) or
+        the greedy argmax (the head kernel's partials, or device mode's argmax over the prefill row)."""
+        if sampler.params.do_sample:
+            self.given[...] = sample_unchecked(row[None], sampler.params, sampler.uniform(step, 1, self.cp))
+            self.advance_given()
+        elif prefill:
+            self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i,
+                                                                    np.uint64(0), np.int32(0)))  # no suppressed ids
+            self.advance_prefill()
+        else:
+            self.advance_greedy()
+
+    def _start(self, x, sampler: Sampler) -> int:
+        """Prefill through onnxruntime, then pick the first token from its last row on the device."""
+        logits, S = self.ort.prefill_on_device(x)
+        self.n_dev.fill(0)
+        self.t_dev.fill(S)
+        self._pick(logits.array.reshape(-1)[(S - 1) * self.vocab: S * self.vocab], sampler, 0, prefill=True)
+        return S
+
+    def generate(self, x, max_new_tokens: int, sampler: Sampler):
+        """Token ids (decoders.base contract); everything but the ids stays on the GPU: greedy replays the step
+        with advance captured, sampling replays the body and draws with CuPy. The host reads the id ring
+        every `sync_every` tokens (the only sync)."""
+        greedy, k, tr = not sampler.params.do_sample, self.sync_every, self.transfers
+        with self.generation():
+            tr.steps.clear()
+            with self.stream:
+                tr.begin()
+                self._start(x, sampler)
+                tr.note("d2h", 8, "token")
+                tr.end()
+            pending, done = 1, 0
+            while True:
+                if pending == k or done + pending == max_new_tokens:
+                    with self.stream:
+                        ids = self.ring.copy_to_host(pending, 0, self.ring_host[:pending]).tolist()  # the sync
+                    for i, tok in enumerate(ids):
+                        if tok < 0:
+                            raise NonFiniteLogitsError(
+                                f"non-finite logits at step {done + i}: NaN or +inf, or every logit -inf", done + i,
+                                (0,))
+                        yield tok
+                    done, pending = done + pending, 0
+                    if done == max_new_tokens:
+                        return
+                with self.stream:
+                    self.replay(greedy)
+                    if not greedy:
+                        self._pick(self.logits, sampler, done + pending)
+                tr.add(self.step_bytes)
+                pending += 1
+
+    # ---- measurement -------------------------------------------------------------------------------
+    def prepare_timing(self, x) -> int:
+        """Prefill x and pick the first token (greedy), leaving the decoder mid-sequence for the timing helpers."""
+        from ..sampling import SamplingParams
+
+        with self.stream:
+            S = self._start(x, Sampler(SamplingParams()))
+        self.stream.synchronize()
+        return S
+
+    def replay_ms(self, n: int = 200) -> float:
+        """Device ms of one captured step without advance, n replays back to back (idempotent: the same
+        position is recomputed and its KV row rewritten). Call after prepare_timing."""
+        cp = self.cp
+        g = self.graph(False)
+        with self.stream:
+            g.launch(self.stream)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            for _ in range(n):
+                g.launch(self.stream)
+            end.record()
+            end.synchronize()
+        self.replayed += n + 1
+        return cp.cuda.get_elapsed_time(start, end) / n
+
+    def kernel_ms(self, repeats: int = 20) -> list[dict]:
+        """Per-kernel device ms of an uncaptured step (median of `repeats`, CUDA events around each launch),
+        with the bytes each must move. Call after prepare_timing; the step is not advanced."""
+        cp = self.cp
+        times: list[list[float]] = [[] for _ in self.body]
+        with self.stream:
+            for _ in range(repeats):
+                ev = [cp.cuda.Event() for _ in range(len(self.body) + 1)]
+                ev[0].record()
+                for i, launch in enumerate(self.body):
+                    launch()
+                    ev[i + 1].record()
+                ev[-1].synchronize()
+                for i in range(len(self.body)):
+                    times[i].append(cp.cuda.get_elapsed_time(ev[i], ev[i + 1]))
+                self.uncaptured_steps += 1
+        return [{"kernel": b.name, "ms": float(np.median(t)), "bytes": b.nbytes,
+                 "tb_per_s": b.nbytes / (np.median(t) * 1e-3) / 1e12}
+                for b, t in zip(self.body, times)]
+
+
+def build(folder: ModelFolder, device, mode: str = "native", *, max_length: int | None = None, threads: int = 0,
+          **options) -> NativeDecoder:
+    """modes factory for "native"; options: NativeDecoder's keywords (sync_every, plan, shapes)."""
+    if mode != "native":
+        raise ValueError(f"vlmdecode.native.decoder builds mode 'native', not {mode!r}")
+    return NativeDecoder(folder, device, max_length=max_length, **options)

@@ -1,0 +1,211 @@
+"""The native decoder's kernels from Python: weight layout, launch geometry and one `Launch` per kernel call.
+
+What it is: the host side of `native.kernels_src` -- it compiles the CUDA source once per process and
+shape set (CuPy RawModule, NVRTC), lays weights out as the kernels read them ([out, in] rows, contiguous
+along the reduction), picks grids that fill the GPU, and packs each call's arguments ONCE into a `Launch`
+whose pointers never change (so a stream of launches can be captured into a CUDA graph and replayed).
+What it is not: the order of a decode step or any model logic (`native.decoder`). The layout and
+geometry helpers are plain numpy and run without a GPU; everything else needs CuPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels_src import SOURCE
+
+EPI_PLAIN, EPI_GELU, EPI_HEAD = 0, 1, 2
+HEAD_MAX_BLOCKS = 1024  # one argmax partial per block; `advance` reduces them in one 1024-thread block
+ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at position t
+ATTN_THREADS = 128
+SLICE_TARGET = 1280  # split-K: largest reduction slice (elements) one block streams per row
+NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Block shapes of a decode step's kernels: (warps per block, rows per warp) of each GEMV (GELU: rows
+    come in (gate, up) pairs, so an even count), the split-K slice target of the down projection, and the
+    attention's keys per block and threads. Defaults are untuned first choices (see scripts/h200_native.py,
+    which times the alternatives on the GPU)."""
+
+    qkv: tuple = (4, 2)
+    o: tuple = (4, 2)
+    gate_up: tuple = (4, 2)
+    down: tuple = (4, 2)
+    head: tuple = (8, 4)  # 4 rows x (in / 256) 16-byte loads in flight per lane; grid-stride, <= 1024 blocks
+    slice_target: int = SLICE_TARGET
+    attn_chunk: int = ATTN_CHUNK
+    attn_threads: int = ATTN_THREADS
+
+
+class KernelShapeError(ValueError):
+    """A shape the native kernels do not handle (the message says which and what is accepted)."""
+
+
+def rows_layout(w_in_out: np.ndarray) -> np.ndarray:
+    """A weight in the x @ W layout [in, out] -> [out, in] rows, C-contiguous (what the GEMVs stream)."""
+    if w_in_out.ndim != 2:
+        raise KernelShapeError(f"a GEMV weight must be 2-D [in, out], got shape {w_in_out.shape}")
+    if w_in_out.shape[0] % 8:
+        raise KernelShapeError(f"a GEMV's reduction length must be a multiple of 8 (16-byte rows), "
+                               f"got {w_in_out.shape[0]}")
+    return np.ascontiguousarray(w_in_out.T)
+
+
+def loads_per_lane(k_len: int) -> int:
+    """NV: 16-byte loads per lane to cover a k_len-element row slice with one warp."""
+    nv = -(-k_len // 256)
+    if k_len % 8 or nv > NV_MAX:
+        raise KernelShapeError(f"a GEMV slice must be a multiple of 8 and <= {NV_MAX * 256} elements, got {k_len}")
+    return nv
+
+
+def split_k(k: int, target: int = SLICE_TARGET) -> int:
+    """Fewest slices s (s divides k / 8) with k / s <= target: the split-K of a long reduction."""
+    if k % 8:
+        raise KernelShapeError(f"a reduction length must be a multiple of 8, got {k}")
+    units = k // 8
+    for s in range(1, units + 1):
+        if units % s == 0 and k // s <= target:
+            return s
+    raise KernelShapeError(f"no split of {k} into slices <= {target}")  # unreachable for target >= 8
+
+
+def attention_layout(head_dim: int) -> tuple[int, int]:
+    """(uint4 loads per lane per key, lanes per key) of attention<HD>; refuses head dims it cannot map."""
+    vpl = head_dim // 256 if head_dim >= 256 else 1
+    lpk = head_dim // (8 * vpl)
+    if head_dim % 8 or (head_dim >= 256 and head_dim % 256) or lpk & (lpk - 1) or not 1 <= lpk <= 32:
+        raise KernelShapeError(f"head_dim {head_dim}: the attention kernel takes 8 * 2^k (<= 256) or a multiple of 256")
+    return vpl, lpk
+
+
+def attention_splits(capacity: int, window: int | None, chunk: int = ATTN_CHUNK) -> int:
+    """Blocks per KV head of a layer's attention grid: enough chunks for the most keys it can see."""
+    keys = capacity if window is None else min(capacity, window)
+    return -(-keys // chunk)
+
+
+def gemv_name(nv: int, rpw: int, epi: int) -> str:
+    return f"gemv<{nv},{rpw},{epi}>"
+
+
+def attention_name(head_dim: int) -> str:
+    return f"attention<{head_dim}>"
+
+
+_modules: dict = {}
+
+
+def compile_module(gemvs, head_dims):
+    """One RawModule holding gemv<NV,RPW,EPI> for every (nv, rpw, epi) in `gemvs`, attention<HD> for
+    every head dim and `advance`; cached per process and shape set."""
+    import cupy
+
+    names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}))
+    key = (cupy.cuda.Device().id, names)
+    if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
+        mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)
+        _modules[key] = {n: mod.get_function(n) for n in names + ("advance",)}
+    return _modules[key]
+
+
+def ptr(a) -> np.uint64:
+    """A kernel pointer argument: a CuPy array's address, or NULL for None."""
+    return np.uint64(0 if a is None else a.data.ptr)
+
+
+@dataclass
+class Launch:
+    """One kernel call with its arguments packed once (fixed pointers: capture-safe)."""
+
+    name: str
+    fn: object
+    grid: tuple
+    block: tuple
+    args: tuple
+    shared: int
+    nbytes: int  # device-memory bytes the call must move at least (weights, KV, vectors)
+
+    def __call__(self) -> None:
+        self.fn(self.grid, self.block, self.args, shared_mem=self.shared)
+
+
+def _need_shared(fn, nbytes: int) -> int:
+    if nbytes > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = nbytes
+    return nbytes
+
+
+def head_blocks(fn, threads: int, n_groups: int) -> int:
+    """The LM head's grid: every block resident at once (registers permitting), <= HEAD_MAX_BLOCKS."""
+    import cupy
+
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    regs = -(-max(int(fn.num_regs), 1) // 8) * 8
+    per_sm = max(1, min(65536 // (regs * threads), 2048 // threads))
+    return int(min(n_groups, HEAD_MAX_BLOCKS, sms * per_sm))
+
+
+def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, splits: int = 1, y=None,
+         src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
+         resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
+         part_v=None, part_i=None, warps: int = 4, rpw: int = 2) -> Launch:
+    """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
+    gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
+    warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>."""
+    ld = int(W.shape[1])
+    if k_len * splits != ld:
+        raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
+    if norm_w is not None and splits != 1:
+        raise KernelShapeError(f"{name}: a folded (normalised) input vector needs the whole row (splits=1)")
+    nv = loads_per_lane(k_len)
+    head = epi == EPI_HEAD
+    if not 1 <= warps <= 8:
+        raise KernelShapeError(f"{name}: 1 to 8 warps per block (the kernel's launch bound), got {warps}")
+    if epi == EPI_GELU and rpw % 2:
+        raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
+    fn = fns[gemv_name(nv, rpw, epi)]
+    per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
+    n_groups = -(-n_rows // per_group)
+    grid_x = head_blocks(fn, warps * 32, n_groups) if head else n_groups
+    shared = _need_shared(fn, 4 * k_len)
+    args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
+            ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
+            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i))
+    out_rows = n_rows * (1 if epi == EPI_GELU else splits)
+    nbytes = int(W.nbytes) + 4 * ld + (2 if head else 4) * out_rows
+    return Launch(name, fn, (grid_x, splits, 1), (warps * 32, 1, 1), args, shared, nbytes)
+
+
+def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
+              rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
+              part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS) -> Launch:
+    """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers."""
+    attention_layout(head_dim)
+    if nq % nkv:
+        raise KernelShapeError(f"{name}: {nq} query heads do not group over {nkv} KV heads")
+    cap = int(K.shape[-2])
+    splits = attention_splits(cap, window, chunk)
+    if part.size < nq * splits * (head_dim + 2):
+        raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
+    fn = fns[attention_name(head_dim)]
+    grp = nq // nkv
+    shared = _need_shared(fn, 4 * (grp * head_dim + 2 * head_dim + grp * chunk))
+    args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
+            ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
+            np.float32(softcap or 0.0), np.int32(chunk), ptr(part), ptr(counter), ptr(out))
+    keys = cap if window is None else min(cap, window)
+    nbytes = 2 * nkv * keys * head_dim * 2 + 4 * (nq + 2 * nkv) * head_dim + 4 * nq * head_dim
+    return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
+
+
+def advance(fns, part_v, part_i, nparts: int, *, table, hidden: int, x_out, ring, n_dev, pos, t_dev,
+            given=None) -> Launch:
+    """The token pick and next-input write (one 1024-thread block); given: a sampled token [1] or None."""
+    args = (ptr(part_v), ptr(part_i), np.int32(nparts), ptr(given), ptr(table), np.int32(hidden), ptr(x_out),
+            ptr(ring), np.int32(ring.size), ptr(n_dev), ptr(pos), ptr(t_dev))
+    return Launch("advance", fns["advance"], (1, 1, 1), (1024, 1, 1), args, 0, 12 * nparts + 2 * hidden)
