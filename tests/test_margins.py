@@ -30,7 +30,7 @@ def tiny(tmp_path_factory):
 
 
 def test_fp16_cannot_flip_a_token(report):
-    # measured (seed 36): min margin 0.062 at step 39, max fp16 error 0.0045, ratio 6.8; SAFETY = 4
+    # measured (seed 1244): min margin 0.076 at step 31, max fp16 error 0.0069, ratio 5.5; SAFETY = 4
     # leaves room for CUDA's fp16 kernels, whose rounding differs from onnxruntime CPU's
     assert report["seed"] == preset("tiny").seed and report["steps"] == STEPS and report["prompt"] == PROMPT
     assert report["min_margin"] > 0 and report["max_fp16_error"] > 0

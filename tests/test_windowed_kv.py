@@ -116,3 +116,18 @@ def test_default_capacity_is_bounded(full, tmp_path):
     assert pipe.decoder.max_length == 64 and pipe.decoder.kv.capacities == [64, 64, 64]
     with pytest.raises(ValueError, match="exceeds max_length 64.*larger max_length= .*131072"):
         pipe.generate_from_ids(np.arange(9, 69)[None], max_new_tokens=8)
+
+
+def test_kv_bytes_results_file_is_the_sizing_code():
+    """data/results/kv_bytes_gemma3-4b.json is what scripts/kv_bytes.py computes with kvcache's own functions."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    spec = importlib.util.spec_from_file_location("kv_bytes", root / "scripts" / "kv_bytes.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    committed = json.loads((root / "data" / "results" / "kv_bytes_gemma3-4b.json").read_text())
+    assert committed == json.loads(json.dumps(mod.report("cuda")))
+    assert committed["full"]["bytes"] == 34 * 2 * 4 * 256 * 2 * 131072  # 17 GiB
+    assert committed["windowed"]["capacities"].count(1024) == 29 and committed["global_layers"] == [5, 11, 17, 23, 29]
