@@ -101,7 +101,7 @@ for name, ctx in (("tiny", 128), ("gemma3-1b", 1024)):
         tid = vlmdecode.load(Path(d) / "text", "cuda", "graph")
         r["tokenid_graph_step_device_ms"] = replay_ms(tid.decoder, ids)
         r["floor_ms"] = (decoder_weight_bytes(p.folder) + kv_read_bytes(p.folder, ctx)) / bw * 1e3
-        r["ops"] = nodes_per_step(p.folder, "cuda", by_op=True)
+        r["ops"] = nodes_per_step(p.folder, "cuda", by="op")
         r["nodes_per_step"] = sum(v["per_step"] for v in r["ops"].values())
         res[layout] = r
         print(name, layout, json.dumps({k: v for k, v in r.items() if k != "ops"}), flush=True)

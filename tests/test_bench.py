@@ -31,7 +31,10 @@ def test_matrix_rows_and_files(result):
     # all modes decode the same greedy tokens from the same prompt
     assert len(set(ok["first_tokens"])) == 1
     saved = json.loads((root / "out" / "bench.json").read_text())
-    assert {"date", "onnxruntime", "git_sha", "vlmdecode"} <= set(saved["provenance"])
+    prov = saved["provenance"]
+    assert {"date", "onnxruntime", "git_sha", "vlmdecode", "command"} <= set(prov)
+    built = json.loads((root / "cache" / "tiny-gqa-fp32" / "fixture.json").read_text())["content_sha256"]
+    assert prov["fixtures"]["tiny/unfused"] == built and len(built) == 64
     assert len(pd.read_csv(root / "out" / "bench.csv")) == len(df)
 
 

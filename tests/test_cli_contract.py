@@ -90,7 +90,7 @@ def test_bench_compare_with_the_committed_noise_file(tmp_path, capfd):
 
 
 # ---- internal errors: exit 1, one line with the hint; --debug shows the traceback --------------------------------
-@pytest.mark.parametrize("exc", [MemoryError("no room"), OSError(28, "No space left on device"),
+@pytest.mark.parametrize("exc", [MemoryError("no room"), OSError(28, "No space left on device"), KeyError("layout"),
                                  TypeError("bad operand"), Exception("onnxruntime Fail: [ONNXRuntimeError]\nline 2")])
 def test_internal_errors_are_one_line_with_a_hint(model, capfd, monkeypatch, exc):
     import vlmdecode.pipeline

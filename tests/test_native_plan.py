@@ -11,12 +11,15 @@ refusals naming the node. Tiny preset: sliding_window 16, layers local, local, g
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
+from PIL import Image
 
 import vlmdecode
 from vlmdecode.fixture import build_fixture, preset
@@ -146,40 +149,53 @@ def windowed(path, capacity) -> onnx.ModelProto:
     return m
 
 
+def lockstep(model, plan, max_len, x, next_input, steps, atol):
+    """Run onnxruntime CPU (past fed back from present) and NumpyDecoder side by side for `steps` calls:
+    the same logits at every call, and for windowed layers the same resident K/V rows in the same order.
+    x: the first call's input ([1, S] ids or [1, S, H] embeddings); next_input(token) -> the next one."""
+    sess = ort.InferenceSession(model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model),
+                                providers=["CPUExecutionProvider"])
+    names, inputs = [o.name for o in sess.get_outputs()], {i.name for i in sess.get_inputs()}
+    dec = NumpyDecoder(plan, max_len, np.float64)
+    cache = dec.new_cache()
+    past = {f"past_key_values.{i}.{kv}": np.zeros((1, plan.num_kv_heads, c, plan.head_dim), np.float32)
+            for i, c in enumerate(cache.capacities) for kv in ("key", "value")}
+    T = 0
+    for _ in range(steps):
+        T += x.shape[1]
+        feed = dict(past, attention_mask=np.ones((1, T), np.int64))
+        feed["input_ids" if plan.drive == "ids" else "inputs_embeds"] = x
+        if "position_ids" in inputs:
+            feed["position_ids"] = np.arange(T - x.shape[1], T)[None]
+        out = dict(zip(names, sess.run(None, feed)))
+        ours = dec.forward(x[0], cache)
+        np.testing.assert_allclose(ours[-1:] if plan.logits_last_only else ours, out["logits"][0], atol=atol)
+        for i, L in enumerate(plan.layers):
+            if L.kv_capacity:
+                r = cache.rows[i]
+                assert r == resident(T, L.kv_capacity, L.window) and min(T, L.window) <= r <= min(T, L.kv_capacity)
+                np.testing.assert_allclose(cache.keys[i][:, :r], out[f"present.{i}.key"][0, :, :r], atol=atol)
+                np.testing.assert_allclose(cache.values[i][:, :r], out[f"present.{i}.value"][0, :, :r], atol=atol)
+                np.testing.assert_array_equal(cache.token_of_row(i), np.arange(T - r, T))
+        past = {k: out[k.replace("past_key_values", "present")] for k in past}
+        x = next_input(int(np.argmax(out["logits"][0, -1])))
+    return cache
+
+
 @pytest.mark.parametrize("capacity", [16, 19])  # == window (what CUDA accepts); > window (CPU compacts by 4)
 @pytest.mark.parametrize("prompt", [10, 24])  # 24 > capacity: the prefill evicts keys it still reads
 def test_windowed_kv_layout_and_logits_match_onnxruntime(folders, capacity, prompt):
-    folder, W, max_len = folders["fused", "fp32"], 16, 64
+    folder = folders["fused", "fp32"]
     plan = recognise(windowed(folder / "decoder.onnx", 16))
     assert [L.kv_capacity for L in plan.layers] == [16, 16, None]
-    assert plan.kv_capacities(max_len) == (16, 16, max_len)
+    assert plan.kv_capacities(64) == (16, 16, 64)
     plan = dataclasses.replace(plan, layers=tuple(
         dataclasses.replace(L, kv_capacity=capacity) if L.kv_capacity else L for L in plan.layers))
-    sess = ort.InferenceSession(windowed(folder / "decoder.onnx", capacity).SerializeToString(),
-                                providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
     ref = Reference.load(folder)
     x = ref.embed(np.random.default_rng(1).integers(9, 300, size=(1, prompt))).astype(np.float32)
     table = ref.embed_ids(np.arange(320)[None])[0].astype(np.float32)
-    dec = NumpyDecoder(plan, max_len, np.float64)
-    cache = dec.new_cache()
-    past = {f"past_key_values.{i}.{kv}": np.zeros((1, 2, c, 16), np.float32)
-            for i, c in enumerate(cache.capacities) for kv in ("key", "value")}
-    T = 0
-    for _ in range(40):
-        T += x.shape[1]
-        out = dict(zip(names, sess.run(None, dict(past, inputs_embeds=x, attention_mask=np.ones((1, T), np.int64),
-                                                  position_ids=np.arange(T - x.shape[1], T)[None]))))
-        ours = dec.forward(x[0], cache)
-        np.testing.assert_allclose(ours, out["logits"][0], atol=5e-5)
-        for i in (0, 1):
-            r = cache.rows[i]
-            assert r == resident(T, capacity, W) and min(T, W) <= r <= min(T, capacity)
-            np.testing.assert_allclose(cache.keys[i][:, :r], out[f"present.{i}.key"][0, :, :r], atol=1e-5)
-            np.testing.assert_allclose(cache.values[i][:, :r], out[f"present.{i}.value"][0, :, :r], atol=1e-5)
-            np.testing.assert_array_equal(cache.token_of_row(i), np.arange(T - r, T))
-        past = {k: out[k.replace("past_key_values", "present")] for k in past}
-        x = table[[int(np.argmax(out["logits"][0, -1]))]][None]
+    cache = lockstep(windowed(folder / "decoder.onnx", capacity), plan, 64, x, lambda t: table[[t]][None], 40, 5e-5)
+    assert cache.tokens == prompt + 39
 
 
 def test_windowed_capacity_other_than_window_is_refused(folders):
@@ -376,6 +392,8 @@ def test_executor_checks_inputs_and_capacity(folders):
         embed(ids_plan, np.zeros((3, 64), np.float32))
     with pytest.raises(ValueError, match="greedy_embeds"):
         NumpyDecoder(plan, 8).greedy(np.zeros((2, 64), np.float32), 2)
+    with pytest.raises(ValueError, match="float32 or float64, not float16"):
+        NumpyDecoder(ids_plan, 8, np.float16)
     dec = NumpyDecoder(ids_plan, 8)
     with pytest.raises(ValueError, match="does not fit a KV capacity of 8"):
         dec.forward(np.arange(9), dec.new_cache())
@@ -422,3 +440,172 @@ def test_attention_softcap_matches_onnxruntime(folders):
     np.testing.assert_allclose(dec.forward(x, dec.new_cache()), want, atol=1e-4)
     base = NumpyDecoder(recognise(folders["fused", "fp32"] / "decoder.onnx"), 256, np.float64)
     assert np.abs(base.forward(x, base.new_cache()) - want).max() > 1e-2  # the cap changes the logits
+
+
+# ---- onnxruntime-genai builder exports (tests/data/exported, see its README) ---------------------------
+EXPORTED = Path(__file__).parent / "data" / "exported"
+BUILDER_TEXT = {  # folder -> (dtype, windowed local layers, logits_last_only, hidden_output)
+    "builder-text-fp32": (np.float32, True, False, None),
+    "builder-text-fp32-fullkv": (np.float32, False, False, None),
+    "builder-text-pruned": (np.float32, True, True, None),
+    "builder-text-hidden": (np.float32, True, False, "hidden_states"),
+    "builder-text-fp16-cuda": (np.float16, True, False, None),  # q/k norms inside GQA, fp32 residual stream
+}
+
+
+def expected(folder) -> dict:
+    return json.loads((folder / "expected.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(BUILDER_TEXT))
+def test_builder_text_exports_are_recognised_and_decode_their_tokens(name):
+    """200 greedy steps equal to onnxruntime-genai 0.18 CPU (or HF float32 where genai cannot run the graph)."""
+    dtype, windowed_kv, last_only, hidden = BUILDER_TEXT[name]
+    folder = EXPORTED / name
+    plan = recognise(folder / "model.onnx")
+    assert (plan.drive, plan.dtype, plan.logits_last_only, plan.hidden_output) == ("ids", dtype, last_only, hidden)
+    assert (plan.hidden, plan.num_heads, plan.num_kv_heads, plan.head_dim, plan.intermediate, plan.vocab) == (
+        64, 4, 1, 16, 128, 368)
+    assert plan.attn_scale == 0.25 and plan.embed_scale == 8.0 and plan.final_softcap is plan.attn_softcap is None
+    assert [L.kind for L in plan.layers] == ["local"] * 5 + ["global"]
+    assert [L.window for L in plan.layers] == [12] * 5 + [None]
+    assert [L.kv_capacity for L in plan.layers] == ([12] if windowed_kv else [None]) * 5 + [None]
+    assert [round(L.rope_theta) for L in plan.layers] == [10_000] * 5 + [1_000_000]
+    assert plan.nodes_accounted == len(onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.node)
+    assert np.shares_memory(plan.lm_head, plan.embed_table)  # tied: the Gather reads Transpose(lm_head)
+    e = expected(folder)
+    run = e["onnxruntime_genai_cpu_greedy"]
+    want = run["tokens"] if "tokens" in run else e["hf_float32_greedy"]["tokens"]
+    tokens, _ = NumpyDecoder(plan, 512, np.float32).greedy(np.array(e["prompt"]["input_ids"]), len(want))
+    np.testing.assert_array_equal(tokens, want)
+
+
+@pytest.mark.parametrize("name", ["builder-text-fp32", "builder-text-fp32-fullkv", "builder-text-pruned"])
+def test_builder_exports_match_onnxruntime_every_step(name):
+    """Logits at every call and the windowed layers' resident K/V against onnxruntime CPU on the export."""
+    folder = EXPORTED / name
+    plan = recognise(folder / "model.onnx")
+    ids = np.array([expected(folder)["prompt"]["input_ids"]])
+    cache = lockstep(folder / "model.onnx", plan, 512, ids, lambda t: np.array([[t]]), 40, 2e-4)
+    assert cache.tokens == ids.shape[1] + 39
+
+
+def test_builder_vlm_export_decodes_genais_tokens_from_its_embeddings():
+    """The exclude_embeds decoder (inputs_embeds) fed by the folder's own vision and embedding models."""
+    folder = EXPORTED / "builder-vlm"
+    plan = recognise(folder / "model.onnx")
+    assert (plan.drive, plan.embed_scale, plan.embed_table) == ("embeds", None, None)
+    case = expected(folder)["images"]["image_64x64.png"]
+    rgb = np.asarray(Image.open(folder / "image_64x64.png").convert("RGB"), np.float32)  # 64x64: no resize
+    pixels = ((rgb / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
+    assert pixels.sum() == pytest.approx(case["onnxruntime_genai_cpu_greedy"]["pixel_values_sum"], abs=0.05)
+    sess = lambda f: ort.InferenceSession(str(folder / f), providers=["CPUExecutionProvider"])  # noqa: E731
+    feats = sess("vision.onnx").run(None, {"pixel_values": pixels})[0]
+    embedding = sess("embedding.onnx")
+    ids = np.array([case["onnxruntime_genai_cpu_greedy"]["input_ids"]])
+    x = embedding.run(None, {"input_ids": ids, "image_features": feats})[0][0]
+    vocab = np.where(np.arange(plan.vocab) == 9, 0, np.arange(plan.vocab))[None]  # 9 = <image_soft_token>
+    table = embedding.run(None, {"input_ids": vocab, "image_features": feats[:, :0]})[0][0]
+    want = case["onnxruntime_genai_cpu_greedy"]["tokens"]
+    tokens, _ = NumpyDecoder(plan, 512, np.float32).greedy_embeds(x, table, len(want))
+    np.testing.assert_array_equal(tokens, want)
+
+
+@pytest.mark.parametrize("name, match", [
+    ("builder-text-int4", r"GatherBlockQuantized\) holds block-quantised"),
+    ("builder-text-int4-cuda", r"GatherBlockQuantized\) holds block-quantised"),
+    ("optimum-text", r"this graph has no com.microsoft.GroupQueryAttention"),
+])
+def test_exports_the_plan_cannot_describe_are_refused(name, match):
+    with pytest.raises(PlanError, match=match):
+        recognise(EXPORTED / name / "model.onnx")
+
+
+def test_a_packed_matrix_split_in_order_is_not_copied():
+    from vlmdecode.native.recognise import _cat
+    from vlmdecode.native.symbols import Sym
+
+    w = np.arange(24.0).reshape(3, 8)
+    part = lambda s, e, parent=w: Sym("linear", attrs={"w": parent[:, s:e], "parent": parent, "cols": (s, e)})  # noqa: E731
+    assert _cat([part(0, 2), part(2, 5), part(5, 8)]) is w
+    for parts in ([part(2, 5), part(0, 2), part(5, 8)], [part(0, 2), part(2, 5)], [part(0, 2), part(2, 8, w.copy())]):
+        got = _cat(parts)
+        assert got is not w and not np.shares_memory(got, w)
+        np.testing.assert_array_equal(got, np.concatenate([p.attrs["w"] for p in parts], 1))
+
+
+def _nodes(m, op):
+    return [nd for nd in m.graph.node if nd.op_type == op]
+
+
+def _set_attr(nd, name, value):
+    kept = [a for a in nd.attribute if a.name != name]
+    del nd.attribute[:]
+    nd.attribute.extend(kept + [helper.make_attribute(name, value)])
+    return nd
+
+
+def _rename(nd):
+    nd.name = "renamed"
+
+
+def _gqa_input(nd, k, value):
+    while len(nd.input) <= k:
+        nd.input.append("")
+    nd.input[k] = value
+
+
+def _o_proj(m):
+    return next(nd for nd in _nodes(m, "MatMul") if nd.input[0].startswith("attn_"))
+
+
+REFUSALS = {  # (layout, edit(Edit), message)
+    "two activations": ("unfused", lambda e: _nodes(e.m, "MatMul")[0].input.__setitem__(1, "inputs_embeds"),
+                        r"\(MatMul\) multiplies two activations"),
+    "int cast": ("unfused", lambda e: insert_after(e, _o_proj(e.m).output[0], "Cast", to=7),
+                 r"'the_extra_node' \(Cast\) casts an activation to a non-float type"),
+    "bias": ("unfused", lambda e: insert_after(e, _o_proj(e.m).output[0], "Add", [e.const(np.ones(64))]),
+             r"'the_extra_node' \(Add\) Adds a constant that is not a scalar"),
+    "computed shape": ("unfused", lambda e: _nodes(e.m, "Reshape")[0].input.__setitem__(1, "position_ids"),
+                       r"\(Reshape\) reshapes to a computed shape"),
+    "norm axis": ("unfused", lambda e: _set_attr(_nodes(e.m, "RMSNormalization")[0], "axis", 1),
+                  r"\(RMSNormalization\) normalises axis 1"),
+    "interleaved": ("unfused", lambda e: _set_attr(_nodes(e.m, "RotaryEmbedding")[0], "interleaved", 1),
+                    r"\(RotaryEmbedding\) rotates interleaved pairs"),
+    "undefined": ("unfused", lambda e: _nodes(e.m, "Gelu")[0].input.__setitem__(0, "nowhere"),
+                  r"\(Gelu\) reads 'nowhere', which no earlier node"),
+    "mask sum": ("unfused", lambda e: _nodes(e.m, "ReduceSum")[0].input.__setitem__(0, "position_ids"),
+                 r"\(ReduceSum\) is a ReduceSum of something other than attention_mask"),
+    "bias input": ("unfused", lambda e: _gqa_input(_nodes(e.m, "GroupQueryAttention")[0], 10, "inputs_embeds"),
+                   r"\(com.microsoft.GroupQueryAttention\) has a attention_bias input"),
+    "non-causal": ("unfused", lambda e: _set_attr(_nodes(e.m, "GroupQueryAttention")[0], "causal", 0),
+                   r"GroupQueryAttention\) is non-causal"),
+    "rotary inside and out": ("unfused", lambda e: _set_attr(_nodes(e.m, "GroupQueryAttention")[0], "do_rotary", 1),
+                              r"GroupQueryAttention\) rotates inside and outside"),
+    "one rotary": ("unfused", lambda e: _nodes(e.m, "GroupQueryAttention")[0].input.__setitem__(
+        1, _nodes(e.m, "RotaryEmbedding")[1].input[0]), r"GroupQueryAttention\) has rotary on only one"),
+    "two epsilons": ("unfused", lambda e: _rename(_set_attr(_nodes(e.m, "RMSNormalization")[3], "epsilon", 1e-5)),
+                     r"'renamed' \(RMSNormalization\) uses RMSNorm epsilon 1e-05 where the graph's first norm uses"),
+    "past name": ("unfused", lambda e: [nd.input.__setitem__(3, "past_key_values.1.key") for nd in
+                                        _nodes(e.m, "GroupQueryAttention")[:1]],
+                  r"\(layer 0\) does not read graph input past_key_values.0.key"),
+    "one q/k norm": ("fused-cuda", lambda e: _gqa_input(_nodes(e.m, "GroupQueryAttention")[0], 15, ""),
+                     r"GroupQueryAttention\) has one of q_norm_weight/k_norm_weight"),
+    "skip output used": ("fused", lambda e: e.m.graph.output.append(helper.make_tensor_value_info(
+        _set_output(_nodes(e.m, "SkipSimplifiedLayerNormalization")[0], 1, "mean"), 1, None)),
+        r"\(com.microsoft.SkipSimplifiedLayerNormalization\) output 1 \('mean'\) is used"),
+}
+
+
+def _set_output(nd, k, name):
+    nd.output[k] = name
+    return name
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_refusals_name_the_node_and_the_reason(folders, case):
+    layout, edit, message = REFUSALS[case]
+    e = Edit(folders[layout, "fp32"] / "decoder.onnx")
+    edit(e)
+    with pytest.raises(PlanError, match=message):
+        recognise(e.m)

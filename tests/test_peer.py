@@ -10,6 +10,7 @@ bit for bit on CPU): equal argmaxes alone could hide a wrong position, mask or i
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -132,8 +133,11 @@ def _assert_same(got, ref):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=f"logits differ at step {step}")
 
 
-def test_genai_available():
+def test_genai_available(monkeypatch):
+    """True here (the module imported it); False when the import fails, as on a machine without it."""
     assert genai_available()
+    monkeypatch.setitem(sys.modules, "onnxruntime_genai", None)  # makes `import onnxruntime_genai` raise
+    assert not genai_available()
 
 
 def test_genai_config_shape(folder):

@@ -21,7 +21,7 @@ import pytest
 import vlmdecode
 from vlmdecode.buffers import allocate
 from vlmdecode.decoders.base import DecoderError
-from vlmdecode.fixture import build_fixture, preset
+from vlmdecode.fixture import preset
 from vlmdecode.fixture.config import IMAGE_TOKEN_ID
 from vlmdecode.generation import GenerationError
 from vlmdecode.ortenv import OnnxruntimeInstallError, check_single_onnxruntime, installed_ort_distributions
@@ -46,9 +46,12 @@ def variant_config(variant: str):
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pipeline")
-    return {a: build_fixture(variant_config(a), root / a) for a in VARIANTS}
+def folders(fixture_folder):
+    out = {}
+    for a in VARIANTS:
+        attention, _, layout = a.partition("-")
+        out[a] = fixture_folder("tiny", attention=attention, layout=layout or "unfused")
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -192,12 +195,16 @@ def test_kv_resident_onnx(pipes, image):
 def test_image_features_cached(folders, image):
     pipe = vlmdecode.load(folders["gqa"], "cpu")
     a = run(pipe, image=image, n=4)
-    b = run(pipe, "Another question?", image=demo_image(32), n=4)  # equal pixels, new object
+    run(pipe, "Another question?", image=demo_image(32), n=4)  # equal pixels, new object
     assert pipe.vision_runs == 1
-    c = run(pipe, image=demo_image(32, seed=1), n=4)
+    run(pipe, image=demo_image(32, seed=1), n=4)
     assert pipe.vision_runs == 2
     assert run(pipe, image=image, n=4).tokens == a.tokens and pipe.vision_runs == 2
-    assert a.tokens != c.tokens or b.tokens != c.tokens  # the image matters
+    # the image matters: another image changes the prompt's embeddings and the first logits (it would not if the
+    # image features were dropped on the way)
+    (_, xa), (_, xc) = pipe.prepare(PROMPT, image), pipe.prepare(PROMPT, demo_image(32, seed=1))
+    assert not np.array_equal(xa, xc)
+    assert not np.array_equal(pipe.decoder.prefill(xa), pipe.decoder.prefill(xc))
     run(pipe, n=2)  # text only: no vision run
     assert pipe.vision_runs == 2
 
@@ -640,3 +647,24 @@ def test_teacher_forced_loop_matches_free_run(pipes):
     other = Recorder(force=[tokens[0], (tokens[1] + 1) % V] + tokens[2:])
     list(pipe.decoder.generate(x, 8, other))
     assert not np.array_equal(other.logits[2], free.logits[2])  # the forced token was fed back
+
+
+def test_profile_groups_kernels_by_layer_free_role(folders, tmp_path):
+    """The fixture names nodes by layer and role, so an onnxruntime profile groups the decode loop's kernels
+    by what they do (every layer's q_proj together), not by a regex over kernel names."""
+    from vlmdecode.decoders.cpu import CpuDecoder
+    from vlmdecode.modelfolder import ModelFolder
+    from vlmdecode.profiling import node_times
+    from vlmdecode.sampling import Sampler, SamplingParams
+
+    folder = ModelFolder.load(folders["gqa"] / "text")
+    dec = CpuDecoder(folder, make_session(folder.decoder, "cpu", profile_prefix=str(tmp_path / "p")))
+    assert len(list(dec.generate(np.array([[2, 20, 30]], np.int64), 5, Sampler(SamplingParams())))) == 5
+    path = dec.session.end_profiling()
+    t = node_times(path, "role")
+    assert {"attn/q_proj", "attn/k_proj", "attn/v_proj", "attn/o_proj", "mlp/down_proj", "lm_head"} <= set(t.index)
+    assert t.loc["attn/q_proj", "nodes_per_run"] == TINY.num_layers  # one per layer, all layers in one row
+    by_op = node_times(path, "op")
+    assert by_op["nodes_per_run"].sum() == pytest.approx(t["nodes_per_run"].sum())
+    with pytest.raises(ValueError, match="by must be"):
+        node_times(path, "kernel")

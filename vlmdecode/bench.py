@@ -26,7 +26,7 @@ import numpy as np
 
 from . import modes
 from .costmodel import decoder_weight_bytes, floor_ms
-from .profiling import prompt_ids, provenance
+from .profiling import fixture_hash, prompt_ids, provenance
 
 CUDA_MODES = modes.on("cuda")  # every scenario the bench runs, pipeline modes and comparisons (vlmdecode.modes)
 CPU_MODES = modes.on("cpu")
@@ -108,11 +108,13 @@ def summarize(samples: list[dict]) -> dict:
     return row
 
 
-def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
-    """onnxruntime profile of eager decode steps: kernel (node) events per step (by op type if by_op)."""
+def nodes_per_step(folder, device: str, steps: int = 4, by: str | None = None):
+    """onnxruntime profile of eager decode steps: kernel (node) events per run, or with by="op" / "role" a
+    {group: {"per_step", "us_per_step"}} dict (profiling.node_times: role = layer-free node name)."""
     import tempfile
 
     from .decoders.cuda import CudaDecoder
+    from .profiling import node_times
     from .sampling import Sampler, SamplingParams
 
     prefix = str(Path(tempfile.mkdtemp()) / "ortprof")
@@ -120,20 +122,10 @@ def nodes_per_step(folder, device: str, steps: int = 4, by_op: bool = False):
     x = np.zeros((1, 4, folder.info.hidden_size), dec.dtype)
     for _ in dec.generate(x, steps + 1, Sampler(SamplingParams())):  # prefill, then `steps` decode steps
         pass
-    path = dec.session.end_profiling()
-    events = json.loads(Path(path).read_text())
-    runs = [e for e in events if e.get("name") == "model_run"]
-    nodes = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")]
-    if by_op:
-        from collections import Counter
-
-        n = max(len(runs), 1)
-        count = Counter(e.get("args", {}).get("op_name", "?") for e in nodes)
-        dur = Counter()
-        for e in nodes:
-            dur[e.get("args", {}).get("op_name", "?")] += e.get("dur", 0)
-        return {op: {"per_step": c / n, "us_per_step": dur[op] / n} for op, c in count.most_common()}
-    return len(nodes) / max(len(runs), 1) if runs else float("nan")
+    t = node_times(dec.session.end_profiling(), by or "op")
+    if by is None:
+        return float(t["per_run"].sum()) if len(t) else float("nan")
+    return {g: {"per_step": r.per_run, "us_per_step": r.us_per_run} for g, r in t.iterrows()}
 
 
 # ---- the matrix ------------------------------------------------------------------------------
@@ -239,6 +231,7 @@ def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
     folder = ModelFolder.load(folder_dir)
     weight_bytes = decoder_weight_bytes(folder) if dev.is_cuda else 0
     key = f"{name}/{layout}"
+    prov.setdefault("fixtures", {})[key] = fixture_hash(folder_dir)  # what was measured, by content
     scenarios, loaded = [], {}
     bar = tqdm(total=len(want) * len(ctxs) * (plan.repeats + 1), desc=f"bench {key} {dev}", unit="run",
                disable=not plan.progress)

@@ -25,8 +25,9 @@ EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_REGRESSION = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 COMMANDS = ("demo", "build-fixture", "generate", "bench")
 # exceptions that mean the input (arguments, files, model folder, environment) was unusable
-BAD_INPUT = (ValueError, LookupError, FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
-             NotADirectoryError, ImportError, RuntimeError)
+# (with CudaUnavailableError: CUDA asked for and unusable); anything else is an internal error
+BAD_INPUT = (ValueError, FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError,
+             ImportError)
 
 
 def _print_result(r, label: str) -> None:
@@ -216,10 +217,12 @@ def _outcome(e: BaseException) -> tuple[int, str]:
         return EXIT_BROKEN_PIPE, "stdout was closed before the output ended"
     if isinstance(e, MemoryError):
         return EXIT_INTERNAL, f"out of memory ({_one_line(e)}); rerun with --debug for the traceback"
+    from .sessions import CudaUnavailableError
+
     if hasattr(e, "tokens") and e.__cause__ is not None:  # a GenerationError: the tokens made before it too
         code, line = _outcome(e.__cause__)
         return code, f"{line}; {len(e.tokens)} token(s) generated before it: {e.tokens}"
-    if isinstance(e, BAD_INPUT):
+    if isinstance(e, (*BAD_INPUT, CudaUnavailableError)):
         return EXIT_BAD_INPUT, f"error: {_one_line(e)}"
     if not isinstance(e, Exception):  # SystemExit from a handler, GeneratorExit: not ours to swallow
         raise e

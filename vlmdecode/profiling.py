@@ -18,14 +18,31 @@ from pathlib import Path
 import numpy as np
 
 
-def provenance() -> dict:
-    """GPU, driver, CUDA, onnxruntime, onnxruntime-genai and package versions, git sha, date."""
+def fixture_hash(folder) -> str | None:
+    """The `content_sha256` a fixture folder's fixture.json records (it hashes every file of the folder);
+    None for a folder that is not a fixture (e.g. a real exported model)."""
+    from .fixture.build import FIXTURE_JSON
+
+    try:
+        return json.loads((Path(folder) / FIXTURE_JSON).read_text()).get("content_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def provenance(folders: dict | None = None) -> dict:
+    """GPU, driver, CUDA, onnxruntime, onnxruntime-genai and package versions, git sha, date, the command
+    line, and for each model folder in `folders` (label -> path) its fixture hash (`fixture_hash`)."""
+    import shlex
+    import sys
+
     import onnxruntime
 
     import vlmdecode
 
     info = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else None,
+        "fixtures": {k: fixture_hash(v) for k, v in (folders or {}).items()},
         "vlmdecode": vlmdecode.__version__,
         "onnxruntime": onnxruntime.__version__,
         "onnxruntime_providers": onnxruntime.get_available_providers(),
@@ -95,6 +112,30 @@ def profile_generation(pipe, context: int, new_tokens: int, seed: int = 0):
     for k, v in pipe.decoder.counters().items():
         df[k] = v
     return df
+
+
+def node_times(profile_json, by: str = "role"):
+    """An onnxruntime profile (session.end_profiling()'s file) as kernel counts and time per run, grouped by
+    node "role" (`fixture.onnxgraph.node_role`: `attn/qkv_proj`, `mlp/down_proj`, ... all layers together),
+    "op" (op type) or "node" (full name). DataFrame indexed by group: nodes_per_run, us_per_run; most time first."""
+    import pandas as pd
+
+    from .fixture.onnxgraph import node_role
+
+    if by not in ("role", "op", "node"):
+        raise ValueError(f"by must be 'role', 'op' or 'node', got {by!r}")
+    events = json.loads(Path(profile_json).read_text())
+    runs = max(sum(e.get("name") == "model_run" for e in events), 1)
+    rows = []
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("cat") == "Node" and name.endswith("_kernel_time"):
+            node = name[: -len("_kernel_time")]
+            group = {"role": node_role(node), "op": e.get("args", {}).get("op_name", "?"), "node": node}[by]
+            rows.append((group, e.get("dur", 0)))
+    t = pd.DataFrame(rows, columns=[by, "us"]).groupby(by)["us"].agg(["count", "sum"])
+    t = pd.DataFrame({"nodes_per_run": t["count"] / runs, "us_per_run": t["sum"] / runs})
+    return t.sort_values("us_per_run", ascending=False)
 
 
 def write_json(path, obj) -> None:

@@ -45,7 +45,8 @@ def attention(model: onnx.ModelProto) -> list[str]:
             attrs = {k: (v.decode() if isinstance(v, bytes) else round(v, 6) if isinstance(v, float) else v)
                      for k, v in attrs.items()}
             ins = [i for i in node.input]
-            rows.append(f"- `{node.name}` {node.domain or 'ai.onnx'}.{node.op_type} {json.dumps(attrs, sort_keys=True)}; "
+            op = f"{node.domain or 'ai.onnx'}.{node.op_type}"
+            rows.append(f"- `{node.name}` {op} {json.dumps(attrs, sort_keys=True)}; "
                         f"inputs: {', '.join(i or '∅' for i in ins)}")
     return rows
 
@@ -66,6 +67,12 @@ def describe(folder: Path) -> None:
               f"{len(m.graph.node)} nodes; ops {dict(sorted(ops.items()))}\n")
         print("- inputs: " + "; ".join(squash([(i.name, dims(i)) for i in m.graph.input])))
         print("- outputs: " + "; ".join(squash([(o.name, dims(o)) for o in m.graph.output])))
+        if f == "model.onnx" and folder.name.startswith("builder"):
+            print("\nNode order outside the layers and in layer 0 (op: name without its /model/ prefix):\n")
+            print("- outside: " + ", ".join(f"{n.op_type}: {n.name.replace('/model/', '')}" for n in m.graph.node
+                                            if "/layers." not in n.name and n.op_type != "Constant"))
+            print("- layer 0: " + ", ".join(f"{n.op_type}: {n.name.replace('/model/layers.0/', '')}"
+                                            for n in m.graph.node if n.name.startswith("/model/layers.0/")))
         att = attention(m)
         if att:
             print("\nAttention nodes:\n")
@@ -99,7 +106,9 @@ def agree(a, b) -> str:
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if n is None and len(a) == len(b):
         return f"equal for all {len(a)}"
-    return f"first difference at step {n}" if n is not None else f"equal for {min(len(a), len(b))} (lengths {len(a)}, {len(b)})"
+    if n is not None:
+        return f"first difference at step {n}"
+    return f"equal for {min(len(a), len(b))} (lengths {len(a)}, {len(b)})"
 
 
 if __name__ == "__main__":

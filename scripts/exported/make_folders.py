@@ -32,7 +32,6 @@ import hfmodels as hm  # noqa: E402
 import vlmexport  # noqa: E402
 
 REPO = HERE.parent.parent
-OUT = REPO / "tests" / "data" / "exported"
 TEXT_SEED, VLM_SEED = 1, 1  # text: chosen over seeds 0-11 (77 distinct tokens in 200 greedy steps, no eos)
 STEPS_LONG, STEPS_VLM = 200, 48
 TEXT_MESSAGES = [{"role": "user", "content": "Describe the sky in one word."}]
@@ -126,11 +125,12 @@ def build(args: argparse.Namespace, work: Path) -> None:
         v["optimum_onnx"] = None
     text, ids = text_prompt(hf_text)
     hf_long = hf_text_tokens(hf_text, ids, STEPS_LONG)
-    OUT.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     for name, (prec, ep, extra) in BUILDER_FOLDERS.items():
         if args.only and name not in args.only:
             continue
-        dest = OUT / name
+        dest = out / name
         shutil.rmtree(dest, ignore_errors=True)
         src = hf_vlm if name == "builder-vlm" else hf_text
         cmd = [args.py18, str(HERE / "builder18.py"), "-i", str(src), "-o", str(dest), "-p", prec, "-e", ep,
@@ -156,11 +156,11 @@ def build(args: argparse.Namespace, work: Path) -> None:
                                                    "and fp16 GQA are CUDA-only; run on a GPU"}
         write_expected(dest, exp)
     if not args.only or "optimum-text" in args.only:
-        optimum_folder(args, work, hf_text, text, ids, hf_long, v)
+        optimum_folder(args, work, out / "optimum-text", hf_text, text, ids, hf_long, v)
 
 
-def optimum_folder(args, work: Path, hf_text: Path, text: str, ids: list[int], hf_long: list[int], v: dict) -> None:
-    dest = OUT / "optimum-text"
+def optimum_folder(args, work: Path, dest: Path, hf_text: Path, text: str, ids: list[int], hf_long: list[int],
+                   v: dict) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     cli = str(Path(sys.executable).with_name("optimum-cli"))
     run([cli, "export", "onnx", "--model", str(hf_text), "--task", "text-generation-with-past", str(dest)],
@@ -230,6 +230,7 @@ def main() -> None:
     ap.add_argument("--genai-py", required=True, help="python with the onnxruntime-genai that gives expectations")
     ap.add_argument("--work", default=str(Path.home() / ".cache" / "vlmdecode-exported"))
     ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--out", default=str(REPO / "tests" / "data" / "exported"))
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -12,10 +12,9 @@ import json
 import shutil
 from pathlib import Path
 
+import hfmodels as hm
 import onnx
 import torch
-
-import hfmodels as hm
 
 OPSET = 18
 

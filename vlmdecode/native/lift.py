@@ -12,8 +12,9 @@ arithmetic give "ew", an elementwise function of one tensor that recognition cla
 Any node it cannot lift raises PlanError naming it, in graph order. What it is not: the decoder matcher
 (`recognise` walks these symbols) or a general ONNX evaluator (constant folding knows a dozen ops).
 
-Sym ops: input, const, mask, gather, ew, norm, headnorm, view, linear, add, mul, rotary, attn, attn_out,
-present, and the partial primitive-RMSNorm pieces ms, ms_eps, rms, inv_rms, normalized.
+Sym ops: input, const, mask, gather, last (the last position, [B, 1, F]), ew, norm, headnorm, view, linear,
+add, mul, rotary, attn, attn_out, present, and the partial primitive-RMSNorm pieces ms, ms_eps, rms, inv_rms,
+normalized.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ class Lifted:
     model: onnx.ModelProto
     syms: dict  # value name -> Sym
     nodes: list  # the graph's NodeProtos, in order
-    consumers: dict  # value name -> [node index]
 
 
 # ---- the lifting pass -----------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ class _Lifter:
             for name, s in zip(n.output, outs):
                 if name and s is not None:
                     self.syms[name] = s
-        return Lifted(None, self.syms, self.nodes, self.consumers)
+        return Lifted(None, self.syms, self.nodes)
 
     def lift(self, i, n, ins, a):
         op, dom = n.op_type, n.domain
@@ -121,6 +121,9 @@ class _Lifter:
 
     def op_Gather(self, i, ins, a):
         table, ids = ins
+        if table.op != "const" and ids.op == "const" and ids.value.shape == () and int(ids.value) == -1 \
+                and a.get("axis", 0) == 1:  # the last position of [B, S, H] (the builder's prune_lm_head)
+            return Sym("last", (table,), {}, {i}, table.feat)
         if table.op != "const" or table.value.ndim != 2 or ids.op != "input" or ids.attrs["dtype"].kind not in "iu" \
                 or a.get("axis", 0) != 0:
             self.fail(i, "is a Gather that is not the token embedding lookup (a constant [V, H] table by input ids)")
@@ -161,6 +164,13 @@ class _Lifter:
     def op_GatherBlockQuantized(self, i, ins, a):
         self.op_MatMulNBits(i, ins, a)
 
+    def op_Unsqueeze(self, i, ins, a):
+        x = ins[0]
+        axes = tuple(int(v) for v in (ins[1].value if len(ins) > 1 and ins[1] is not None else a.get("axes", ())))
+        if x.op != "last" or axes != (1,):
+            self.fail(i, "is an Unsqueeze other than the sequence axis of a last-position Gather")
+        return Sym("last", x.args, {"keepdims": True}, x.nodes | {i}, x.feat)
+
     def op_Split(self, i, ins, a):
         x = ins[0]
         if x.op != "linear" or a.get("axis", 0) not in (-1, 2):
@@ -175,8 +185,9 @@ class _Lifter:
         if sum(sizes) != x.feat:
             self.fail(i, f"splits {x.feat} columns into {sizes}")
         edges = np.cumsum([0] + sizes)
-        return [Sym("linear", x.args, {"w": x.attrs["w"][:, s:e], "wsym": x.attrs["wsym"]}, {i} | x.nodes, e - s)
-                for s, e in zip(edges[:-1], edges[1:])]
+        w = x.attrs["w"]
+        return [Sym("linear", x.args, {"w": w[:, s:e], "wsym": x.attrs["wsym"], "parent": w, "cols": (s, e)},
+                    {i} | x.nodes, e - s) for s, e in zip(edges[:-1], edges[1:])]
 
     def op_Reshape(self, i, ins, a):
         x, shape = ins
@@ -356,6 +367,8 @@ class _Lifter:
 _MS_ONLY = {"GroupQueryAttention", "SkipSimplifiedLayerNormalization", "FastGelu", "MatMulNBits",
             "GatherBlockQuantized"}
 _MS_OPS = _MS_ONLY | {"RotaryEmbedding", "SimplifiedLayerNormalization"}  # these two exist in both domains
+
+
 def lift(model: onnx.ModelProto) -> Lifted:
     """Every node of `model` lifted to a Sym (PlanError names the first that cannot be)."""
     out = _Lifter(model).run()

@@ -107,6 +107,8 @@ class DecoderPlan:
     final_norm: np.ndarray  # [H] effective
     lm_head: np.ndarray  # [H, V] model dtype (tied: the embedding table transposed, a view)
     nodes_accounted: int  # every node of the graph placed by the plan
+    logits_last_only: bool = False  # the graph returns [B, 1, V]: the last position only (builder prune_lm_head)
+    hidden_output: str | None = None  # graph output holding rmsnorm(x, final_norm) [B, S, H] (include_hidden_states)
 
     @property
     def q_size(self) -> int:

@@ -7,8 +7,10 @@ attention branch `post_attn_norm(o(attention))`), down to the embedding (inputs_
 or a Gather of input_ids, optionally scaled). Attention is com.microsoft.GroupQueryAttention: packed or
 separate Q/K/V, q/k norms as nodes or inside it, rotary as nodes or inside it, its lengths derived from
 attention_mask (probed: seqlens_k = sum(mask) - 1, total_sequence_length = mask.shape[1]). Layer i reads
-past_key_values.{i}.key/value and writes present.{i}.key/value. Every node must end up in the plan: one that
-does not raises PlanError naming it. What it is not: a converter of other architectures (no biases, no
+past_key_values.{i}.key/value and writes present.{i}.key/value. Accepted as well: a last-position Gather
+before the head (the builder's prune_lm_head: plan.logits_last_only) and the final norm's output as a graph
+output (include_hidden_states: plan.hidden_output). Every node must end up in the plan: one that does not
+raises PlanError naming it. What it is not: a converter of other architectures (no biases, no
 LayerNorm, no exact GELU, no int4), or a reader of genai_config.json.
 """
 
@@ -41,23 +43,24 @@ def recognise(path_or_model) -> DecoderPlan:
     """The DecoderPlan of a decoder ONNX file (or a folder holding decoder.onnx, or a ModelProto).
     PlanError names the first node the plan has no place for and why."""
     model, source = _load(path_or_model)
-    return _Matcher(lift(model), source).plan()
+    try:
+        lifted = lift(model)
+    except PlanError as e:
+        if not any(n.op_type == "GroupQueryAttention" for n in model.graph.node):
+            raise PlanError(f"{e} (this graph has no com.microsoft.GroupQueryAttention: attention written in "
+                            "standard ops, as optimum exports it, is not recognised)") from None
+        raise
+    return _Matcher(lifted, source).plan()
 
 
 def _cat(parts: list[Sym]) -> np.ndarray:
-    """Columns of several MatMuls side by side; a packed matrix that was split comes back as itself."""
-    ws = [p.attrs["w"] for p in parts]
-    base = ws[0].base
-    if isinstance(base, np.ndarray) and base.ndim == 2 and base.shape[1] == sum(w.shape[1] for w in ws):
-        addr, col = base.__array_interface__["data"][0], 0
-        for w in ws:
-            if w.base is not base or w.strides != base.strides or w.__array_interface__["data"][0] != addr:
-                break
-            col += w.shape[1]
-            addr += w.shape[1] * base.strides[1]
-        else:
-            return base
-    return np.concatenate(ws, axis=1)
+    """Columns of several MatMuls side by side; a packed matrix split in order comes back as itself."""
+    parent, col = parts[0].attrs.get("parent"), 0
+    for p in parts:
+        if parent is None or p.attrs.get("parent") is not parent or p.attrs["cols"][0] != col:
+            return np.concatenate([p.attrs["w"] for p in parts], axis=1)
+        col = p.attrs["cols"][1]
+    return parent if col == parent.shape[1] else np.concatenate([p.attrs["w"] for p in parts], axis=1)
 
 
 def _theta(cos: np.ndarray, sin: np.ndarray, head_dim: int) -> float:
@@ -97,8 +100,9 @@ class _Matcher:
         self.use(s)
         return s
 
-    def norm(self, s: Sym, role: str, feat_of=None) -> np.ndarray:
-        self.expect(s, "headnorm" if feat_of == "head" else "norm", role)
+    def norm(self, s: Sym, role: str, head: bool = False) -> np.ndarray:
+        """The effective weight of a norm (a per-head norm: head=True), its epsilon noted."""
+        self.expect(s, "headnorm" if head else "norm", role)
         self.use(s.attrs["wsym"])
         self.eps.append((s.attrs["eps"], s))
         return s.attrs["w"]
@@ -142,8 +146,14 @@ class _Matcher:
                 self.fail(y, "is an elementwise function of the logits other than a soft-cap c * tanh(x / c)")
             final_softcap, y = kind[1], y.args[0]
         head = self.linear(y, "the LM head")
-        final_norm = self.norm(head.args[0], "the final norm")
-        x, rev = head.args[0].args[0], []
+        h, last_only = head.args[0], False
+        if h.op == "last":  # only the last position's logits (prune_lm_head)
+            if not h.attrs.get("keepdims"):
+                self.fail(h, "drops the sequence axis before the LM head; the plan's logits are [B, 1, V]")
+            self.use(h)
+            h, last_only = h.args[0], True
+        final_norm = self.norm(h, "the final norm")
+        x, rev = h.args[0], []
         while x.op == "add":
             layer, x = self.layer(x)
             rev.append(layer)
@@ -151,8 +161,9 @@ class _Matcher:
         layers = [self.attention(k, parts) for k, parts in enumerate(reversed(rev))]
         if not layers:
             self.fail(x, "is where a decoder layer should start; the graph has none")
-        self.outputs(outs, layers)
-        return self.finish(drive, embed_scale, embed_table, layers, final_norm, head, final_softcap)
+        hidden = self.outputs(outs, h)
+        plan = self.finish(drive, embed_scale, embed_table, layers, final_norm, head, final_softcap)
+        return dataclasses.replace(plan, logits_last_only=last_only, hidden_output=hidden)
 
     def layer(self, x_out: Sym):
         post_ffn, x_mid = self.branch(x_out, "the MLP")
@@ -188,7 +199,7 @@ class _Matcher:
             s = s.args[0]
         w = None
         if s is not None and (s.op == "headnorm" or (s.op == "norm" and s.feat == head_dim)):
-            w = self.norm(s, f"the {role} norm", "head" if s.op == "headnorm" else None)
+            w = self.norm(s, f"the {role} norm", head=s.op == "headnorm")
             s = s.args[0]
         return self.linear(s, f"the {role} projection"), rot, w
 
@@ -275,18 +286,24 @@ class _Matcher:
                 self.fail(att, f"(layer {idx}) does not read graph input past_key_values.{idx}.{which}")
             self.use(s)
 
-    def outputs(self, outs: list[str], layers):
-        atts = dict(enumerate(self.atts))
+    def outputs(self, outs: list[str], final: Sym) -> str | None:
+        """Check every graph output; returns the name of the one holding the final norm's output, if any."""
+        atts, hidden = dict(enumerate(self.atts)), None
         for name in outs:
             if name == "logits":
+                continue
+            if self.L.syms.get(name) is final and hidden is None:  # include_hidden_states
+                hidden = name
                 continue
             m = re.fullmatch(r"present\.(\d+)\.(key|value)", name)
             s = self.L.syms.get(name)
             if not m or int(m[1]) not in atts or s is None or s.op != "present" or s.args[0] is not atts[int(m[1])] \
                     or s.attrs["which"] != m[2]:
-                raise PlanError(f"graph output {name!r} has no place in the plan (expected logits and "
-                                f"present.<layer>.key/value of the layer's GroupQueryAttention)")
+                raise PlanError(f"graph output {name!r} has no place in the plan (expected logits, "
+                                f"present.<layer>.key/value of the layer's GroupQueryAttention, and optionally "
+                                f"the final norm's output)")
             self.use(s)
+        return hidden
 
     def embedding(self, x: Sym):
         self.use(x)
@@ -310,9 +327,11 @@ class _Matcher:
             if i not in acc:
                 raise PlanError(f"{describe(self.L.nodes, i)} is not part of the decoder the plan describes "
                                 "(nothing it computes reaches a place in the plan)")
-        eps = {float(np.float32(e)) for e, _ in self.eps}
-        if len(eps) != 1:
-            self.fail(self.eps[-1][1], f"uses RMSNorm epsilons {sorted(eps)}; the plan has one")
+        in_order = sorted(self.eps, key=lambda e: max(e[1].nodes))  # graph order: the first norm sets it
+        eps = float(np.float32(in_order[0][0]))
+        for e, s in in_order:
+            if float(np.float32(e)) != eps:
+                self.fail(s, f"uses RMSNorm epsilon {e:g} where the graph's first norm uses {eps:g}; the plan has one")
         L0, att = layers[0], self.atts[0]
         nq, nkv = att.attrs["num_heads"], att.attrs["kv_num_heads"]
         H, V = head.attrs["w"].shape
@@ -338,7 +357,7 @@ class _Matcher:
         softcap = att.attrs.get("softcap", 0.0)
         return DecoderPlan(
             source=self.source, drive=drive, dtype=np.dtype(dts.pop()), hidden=H, num_heads=nq, num_kv_heads=nkv,
-            head_dim=d, intermediate=I, vocab=V, eps=eps.pop(), attn_scale=float(att.attrs.get("scale", 0.0)
+            head_dim=d, intermediate=I, vocab=V, eps=eps, attn_scale=float(att.attrs.get("scale", 0.0)
                                                                                      or d ** -0.5),
             attn_softcap=float(softcap) if softcap else None, final_softcap=final_softcap, embed_scale=embed_scale,
             embed_table=embed_table, layers=tuple(layers), final_norm=final_norm, lm_head=head.attrs["w"],
