@@ -281,7 +281,8 @@ class NativeDecoder(Decoder):
             self.given[...] = sample_unchecked(row[None], sampler.params, sampler.uniform(step, 1, self.cp))
             self.advance_given()
         elif prefill:
-            self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i))
+            self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i,
+                                                                    np.uint64(0), np.int32(0)))  # no suppressed ids
             self.advance_prefill()
         else:
             self.advance_greedy()
