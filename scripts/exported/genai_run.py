@@ -2,9 +2,11 @@
 
 Run with the Python that has the onnxruntime-genai version to record (e.g. the package venv's 0.18.0):
 
-    python genai_run.py FOLDER --ids 2,5,... --steps 200 [--image PNG --prompt TEXT]
+    python genai_run.py FOLDER [--ids 2,5,...] --steps 200 [--image PNG --prompt TEXT]
 
-Text folders: the prompt ids are appended as given. VLM folders (--image): onnxruntime-genai's own
+Text folders: the prompt ids are appended as given (default: `prompt.input_ids` of
+FOLDER/expected.json).
+The execution provider is the one genai_config.json names (cuda for the -e cuda exports). VLM folders (--image): onnxruntime-genai's own
 multimodal processor builds input_ids and pixel_values from --prompt (which must contain
 <start_of_image>) and the image; its input_ids and pixel_values shape/sum are printed
 too (--save-pixel-values writes the array). Greedy: do_sample=False, top_k=1;
@@ -46,7 +48,11 @@ def main() -> None:
         gen = og.Generator(model, params)
         gen.set_inputs(inputs)
     else:
-        ids = [int(t) for t in a.ids.split(",")]
+        if a.ids:
+            ids = [int(t) for t in a.ids.split(",")]
+        else:
+            with open(f"{a.folder}/expected.json") as f:
+                ids = json.load(f)["prompt"]["input_ids"]
         params.set_search_options(do_sample=False, top_k=1, max_length=len(ids) + a.steps)
         gen = og.Generator(model, params)
         gen.append_tokens(np.asarray([ids], dtype=np.int32))

@@ -46,6 +46,7 @@ BUILDER_FOLDERS = {
     "builder-text-pruned": ("fp32", "cpu", ["prune_lm_head=true"]),
     "builder-text-hidden": ("fp32", "cpu", ["include_hidden_states=true"]),
     "builder-text-fp16-cuda": ("fp16", "cuda", []),
+    "builder-text-fp16-cuda-fullkv": ("fp16", "cuda", ["windowed_kv_cache=false"]),
     "builder-text-int4-cuda": ("int4", "cuda", []),
     "builder-vlm": ("fp32", "cpu", ["exclude_embeds=true"]),
 }
@@ -85,14 +86,20 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def hf_text_tokens(hf_dir: Path, ids: list[int], steps: int) -> list[int]:
+def hf_text_tokens(hf_dir: Path, ids: list[int], steps: int) -> dict:
+    """transformers float32 greedy tokens, and per step the gap between the top two logits (how far a
+    lower-precision export may drift before a token flips)."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     with torch.no_grad():
         out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             max_new_tokens=steps, do_sample=False, top_k=None, top_p=None)
-    return out[0, len(ids):].tolist()
+                             max_new_tokens=steps, do_sample=False, top_k=None, top_p=None,
+                             output_scores=True, return_dict_in_generate=True)
+    gaps = [float(s[0].topk(2).values[0] - s[0].topk(2).values[1]) for s in out.scores]
+    return {"tokens": out.sequences[0, len(ids):].tolist(), "steps": steps,
+            "top2_logit_gap": [round(g, 5) for g in gaps], "min_top2_logit_gap": round(min(gaps), 5),
+            "note": "transformers generate, float32, do_sample=False"}
 
 
 def genai_tokens(py: str, folder: Path, steps: int, ids: list[int] | None = None,
@@ -152,19 +159,19 @@ def build(args: argparse.Namespace, work: Path) -> None:
             vlm_expected(args, hf_vlm, dest, made)
             continue
         exp = {"folder": name, "made_by": made, "prompt": {"messages": TEXT_MESSAGES, "text": text, "input_ids": ids},
-               "hf_float32_greedy": {"tokens": hf_long, "steps": STEPS_LONG,
-                                     "note": "transformers generate, float32, do_sample=False"}}
+               "hf_float32_greedy": hf_long}
         if name in GENAI_CPU_RUNS:
             exp["onnxruntime_genai_cpu_greedy"] = genai_tokens(args.genai_py, dest, STEPS_LONG, ids=ids)
         else:
             exp["onnxruntime_genai_cpu_greedy"] = {"not_run": "CUDA export: q/k norms inside GroupQueryAttention "
-                                                   "and fp16 GQA are CUDA-only; run on a GPU"}
+                                                   "and fp16 GQA are CUDA-only; run on a GPU "
+                                                   "(scripts/exported/genai_run.py FOLDER --steps 200)"}
         write_expected(dest, exp)
     if not args.only or "optimum-text" in args.only:
         optimum_folder(args, work, out / "optimum-text", hf_text, text, ids, hf_long, v)
 
 
-def optimum_folder(args, work: Path, dest: Path, hf_text: Path, text: str, ids: list[int], hf_long: list[int],
+def optimum_folder(args, work: Path, dest: Path, hf_text: Path, text: str, ids: list[int], hf_long: dict,
                    v: dict) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     cli = str(Path(sys.executable).with_name("optimum-cli"))
@@ -176,8 +183,7 @@ def optimum_folder(args, work: Path, dest: Path, hf_text: Path, text: str, ids: 
             "hf_dir": hf_text.name, "seed": TEXT_SEED, "versions": v}
     exp = {"folder": "optimum-text", "made_by": made,
            "prompt": {"messages": TEXT_MESSAGES, "text": text, "input_ids": ids},
-           "hf_float32_greedy": {"tokens": hf_long, "steps": STEPS_LONG,
-                                 "note": "transformers generate, float32, do_sample=False"},
+           "hf_float32_greedy": hf_long,
            "onnxruntime_genai_cpu_greedy": genai_tokens(args.genai_py, dest, STEPS_LONG, ids=ids)}
     write_expected(dest, exp)
 
