@@ -5,12 +5,12 @@ Run with the Python that has the onnxruntime-genai version to record (e.g. the p
     python genai_run.py FOLDER [--ids 2,5,...] --steps 200 [--image PNG --prompt TEXT]
 
 Text folders: the prompt ids are appended as given (default: `prompt.input_ids` of
-FOLDER/expected.json).
-The execution provider is the one genai_config.json names (cuda for the -e cuda exports).
-VLM folders (--image): onnxruntime-genai's own multimodal processor builds input_ids and pixel_values from --prompt (which must contain
-<start_of_image>) and the image; its input_ids and pixel_values shape/sum are printed
-too (--save-pixel-values writes the array). Greedy: do_sample=False, top_k=1;
-min_length is not set, so the run stops early only at an eos id (reported as stopped_at_eos).
+FOLDER/expected.json). The execution provider is the one genai_config.json names (cuda for the
+-e cuda exports). VLM folders (--image): onnxruntime-genai's own multimodal processor builds
+input_ids and pixel_values from --prompt (which must contain <start_of_image>) and the image; its
+input_ids and pixel_values shape/sum are printed too (--save-pixel-values writes the array).
+Greedy: do_sample=False, top_k=1; min_length is not set, so the run stops early only at an eos id
+(reported as stopped_at_eos).
 """
 
 from __future__ import annotations
