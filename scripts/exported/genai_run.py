@@ -1,4 +1,4 @@
-"""Greedy tokens from onnxruntime-genai on one folder (CPU), printed as JSON on stdout.
+"""Greedy tokens from onnxruntime-genai on one folder, printed as JSON on stdout.
 
 Run with the Python that has the onnxruntime-genai version to record (e.g. the package venv's 0.18.0):
 
