@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|native-tests|native|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|kernels-warm|profile   (REPEATS=N: bench-1b rounds)
+#   bash scripts/h200.sh tests|native-tests|native|host-overhead|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|kernels-warm|profile   (REPEATS=N: bench-1b rounds)
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
 export VLMDECODE_GIT_SHA=${VLMDECODE_GIT_SHA:-$(cat .gitsha 2>/dev/null)}
@@ -9,7 +9,10 @@ OUT=${OUT:-/tmp/out}
 case "$1" in
   tests)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > /tmp/gpu_info.txt
-    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py -v -p no:cacheprovider -o addopts="" \
+    # coverage with the CUDA-only decoders counted (.ci/coverage-gpu.toml), when pytest-cov is installed
+    COV=$(python3 -c "import pytest_cov" 2>/dev/null && echo "--cov=vlmdecode --cov-config=.ci/coverage-gpu.toml \
+--cov-report=term-missing")
+    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py -v -p no:cacheprovider -o addopts="" $COV \
         --junitxml="$OUT/gpu_tests.xml" 2>&1 | cat /tmp/gpu_info.txt - | tee "$OUT/gpu_test_log.txt"
     python3 -m vlmdecode.cli demo --max-new-tokens 24 2>&1 | tee "$OUT/gpu_demo_log.txt"
     ;;
@@ -19,6 +22,9 @@ case "$1" in
     ;;
   native)  # the native decoder's checks and timings, tiny + gemma3-1b (< 8 min; $OUT/h200_native.json)
     python3 scripts/h200_native.py 2>&1 | grep -v "plugin EP"
+    ;;
+  host-overhead)  # the loop's per-token time vs the replayed step, graph and device, tiny (#13: graph <= 1.3x)
+    python3 scripts/h200_host_overhead.py "$OUT/h200_host_overhead_tiny.json" 2>&1 | grep -v "plugin EP"
     ;;
   graph-memory)
     python3 scripts/h200_graph_memory.py "$OUT/h200_graph_memory.json" 2>&1 | grep -v "plugin EP"

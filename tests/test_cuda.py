@@ -26,7 +26,7 @@ if "CUDAExecutionProvider" not in ort.get_available_providers():
     pytest.skip("onnxruntime has no CUDAExecutionProvider", allow_module_level=True)
 
 import vlmdecode  # noqa: E402
-from vlmdecode.fixture import build_fixture, preset  # noqa: E402
+from vlmdecode.fixture import preset  # noqa: E402
 from vlmdecode.processor import demo_image  # noqa: E402
 from vlmdecode.sessions import CudaUnavailableError, memcpy_nodes  # noqa: E402
 
@@ -36,18 +36,14 @@ FP16_LAYOUTS = ["fp16", "fused16", "fusedcuda16"]  # unfused, fused, fused-cuda 
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cuda")
-    out = {}
-    for name, cfg in {
-        "fp32": preset("tiny"),
-        "fp16": preset("tiny", dtype="fp16"),
-        "onnx16": preset("tiny", dtype="fp16", attention="onnx"),
-        "fused16": preset("tiny", dtype="fp16", layout="fused"),
-        "fusedcuda16": preset("tiny", dtype="fp16", layout="fused-cuda"),
-    }.items():
-        out[name] = build_fixture(cfg, root / name)
-    return out
+def folders(fixture_folder):
+    return {name: fixture_folder("tiny", **kw) for name, kw in {
+        "fp32": {},
+        "fp16": {"dtype": "fp16"},
+        "onnx16": {"dtype": "fp16", "attention": "onnx"},
+        "fused16": {"dtype": "fp16", "layout": "fused"},
+        "fusedcuda16": {"dtype": "fp16", "layout": "fused-cuda"},
+    }.items()}
 
 
 @pytest.fixture(scope="module")

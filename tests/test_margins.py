@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import vlmdecode
-from vlmdecode.fixture import build_fixture, preset
+from vlmdecode.fixture import preset
 from vlmdecode.fixture.config import IMAGE_TOKEN_ID
 from vlmdecode.fixture.margins import PROMPT, SAFETY, fp16_logit_error, margin_report, seed_search, trajectory_margins
 from vlmdecode.processor import demo_image
@@ -25,8 +25,8 @@ def report(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return build_fixture(preset("tiny"), tmp_path_factory.mktemp("tiny") / "fp32")
+def tiny(tiny_folder):
+    return tiny_folder
 
 
 def test_fp16_cannot_flip_a_token(report):
@@ -55,8 +55,8 @@ def test_reference_trajectory_is_the_cpu_pipelines_greedy_trajectory(tiny, repor
     assert out.tokens == m["token"].tolist()
 
 
-def test_fp16_error_is_teacher_forced_and_split(tiny, tmp_path):
-    d16 = build_fixture(preset("tiny", dtype="fp16"), tmp_path / "fp16")
+def test_fp16_error_is_teacher_forced_and_split(tiny, fixture_folder):
+    d16 = fixture_folder("tiny", dtype="fp16")
     df = fp16_logit_error(tiny, d16, steps=8)
     assert len(df) == 8 and (df["error"] > 0).all()
     # the error on the top two logits is part of the error over the vocabulary, and the total is

@@ -530,3 +530,80 @@ def test_a_packed_matrix_split_in_order_is_not_copied():
         got = _cat(parts)
         assert got is not w and not np.shares_memory(got, w)
         np.testing.assert_array_equal(got, np.concatenate([p.attrs["w"] for p in parts], 1))
+
+
+def _nodes(m, op):
+    return [nd for nd in m.graph.node if nd.op_type == op]
+
+
+def _set_attr(nd, name, value):
+    kept = [a for a in nd.attribute if a.name != name]
+    del nd.attribute[:]
+    nd.attribute.extend(kept + [helper.make_attribute(name, value)])
+    return nd
+
+
+def _rename(nd):
+    nd.name = "renamed"
+
+
+def _gqa_input(nd, k, value):
+    while len(nd.input) <= k:
+        nd.input.append("")
+    nd.input[k] = value
+
+
+def _o_proj(m):
+    return next(nd for nd in _nodes(m, "MatMul") if nd.input[0].startswith("attn_"))
+
+
+REFUSALS = {  # (layout, edit(Edit), message)
+    "two activations": ("unfused", lambda e: _nodes(e.m, "MatMul")[0].input.__setitem__(1, "inputs_embeds"),
+                        r"\(MatMul\) multiplies two activations"),
+    "int cast": ("unfused", lambda e: insert_after(e, _o_proj(e.m).output[0], "Cast", to=7),
+                 r"'the_extra_node' \(Cast\) casts an activation to a non-float type"),
+    "bias": ("unfused", lambda e: insert_after(e, _o_proj(e.m).output[0], "Add", [e.const(np.ones(64))]),
+             r"'the_extra_node' \(Add\) Adds a constant that is not a scalar"),
+    "computed shape": ("unfused", lambda e: _nodes(e.m, "Reshape")[0].input.__setitem__(1, "position_ids"),
+                       r"\(Reshape\) reshapes to a computed shape"),
+    "norm axis": ("unfused", lambda e: _set_attr(_nodes(e.m, "RMSNormalization")[0], "axis", 1),
+                  r"\(RMSNormalization\) normalises axis 1"),
+    "interleaved": ("unfused", lambda e: _set_attr(_nodes(e.m, "RotaryEmbedding")[0], "interleaved", 1),
+                    r"\(RotaryEmbedding\) rotates interleaved pairs"),
+    "undefined": ("unfused", lambda e: _nodes(e.m, "Gelu")[0].input.__setitem__(0, "nowhere"),
+                  r"\(Gelu\) reads 'nowhere', which no earlier node"),
+    "mask sum": ("unfused", lambda e: _nodes(e.m, "ReduceSum")[0].input.__setitem__(0, "position_ids"),
+                 r"\(ReduceSum\) is a ReduceSum of something other than attention_mask"),
+    "bias input": ("unfused", lambda e: _gqa_input(_nodes(e.m, "GroupQueryAttention")[0], 10, "inputs_embeds"),
+                   r"\(com.microsoft.GroupQueryAttention\) has a attention_bias input"),
+    "non-causal": ("unfused", lambda e: _set_attr(_nodes(e.m, "GroupQueryAttention")[0], "causal", 0),
+                   r"GroupQueryAttention\) is non-causal"),
+    "rotary inside and out": ("unfused", lambda e: _set_attr(_nodes(e.m, "GroupQueryAttention")[0], "do_rotary", 1),
+                              r"GroupQueryAttention\) rotates inside and outside"),
+    "one rotary": ("unfused", lambda e: _nodes(e.m, "GroupQueryAttention")[0].input.__setitem__(
+        1, _nodes(e.m, "RotaryEmbedding")[1].input[0]), r"GroupQueryAttention\) has rotary on only one"),
+    "two epsilons": ("unfused", lambda e: _rename(_set_attr(_nodes(e.m, "RMSNormalization")[3], "epsilon", 1e-5)),
+                     r"'renamed' \(RMSNormalization\) uses RMSNorm epsilon 1e-05 where the graph's first norm uses"),
+    "past name": ("unfused", lambda e: [nd.input.__setitem__(3, "past_key_values.1.key") for nd in
+                                        _nodes(e.m, "GroupQueryAttention")[:1]],
+                  r"\(layer 0\) does not read graph input past_key_values.0.key"),
+    "one q/k norm": ("fused-cuda", lambda e: _gqa_input(_nodes(e.m, "GroupQueryAttention")[0], 15, ""),
+                     r"GroupQueryAttention\) has one of q_norm_weight/k_norm_weight"),
+    "skip output used": ("fused", lambda e: e.m.graph.output.append(helper.make_tensor_value_info(
+        _set_output(_nodes(e.m, "SkipSimplifiedLayerNormalization")[0], 1, "mean"), 1, None)),
+        r"\(com.microsoft.SkipSimplifiedLayerNormalization\) output 1 \('mean'\) is used"),
+}
+
+
+def _set_output(nd, k, name):
+    nd.output[k] = name
+    return name
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_refusals_name_the_node_and_the_reason(folders, case):
+    layout, edit, message = REFUSALS[case]
+    e = Edit(folders[layout, "fp32"] / "decoder.onnx")
+    edit(e)
+    with pytest.raises(PlanError, match=message):
+        recognise(e.m)

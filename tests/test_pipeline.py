@@ -21,7 +21,7 @@ import pytest
 import vlmdecode
 from vlmdecode.buffers import allocate
 from vlmdecode.decoders.base import DecoderError
-from vlmdecode.fixture import build_fixture, preset
+from vlmdecode.fixture import preset
 from vlmdecode.fixture.config import IMAGE_TOKEN_ID
 from vlmdecode.ortenv import OnnxruntimeInstallError, check_single_onnxruntime, installed_ort_distributions
 from vlmdecode.peer import genai_available, genai_greedy
@@ -45,9 +45,12 @@ def variant_config(variant: str):
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pipeline")
-    return {a: build_fixture(variant_config(a), root / a) for a in VARIANTS}
+def folders(fixture_folder):
+    out = {}
+    for a in VARIANTS:
+        attention, _, layout = a.partition("-")
+        out[a] = fixture_folder("tiny", attention=attention, layout=layout or "unfused")
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -159,17 +159,9 @@ def vlm_errors(model_dir, static_mask: bool = True) -> dict[str, tuple[float, fl
 
 
 @pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    """build(**preset_overrides) -> folder of preset("tiny", ...), built once per module."""
-    made = {}
-
-    def get(**overrides):
-        key = tuple(sorted(overrides.items()))
-        if key not in made:
-            made[key] = build_fixture(preset("tiny", **overrides), tmp_path_factory.mktemp("fixture"))
-        return made[key]
-
-    return get
+def build(fixture_folder):
+    """build(**preset_overrides) -> folder of preset("tiny", ...), built once per session (conftest)."""
+    return lambda **overrides: fixture_folder("tiny", **overrides)
 
 
 def text_embeds(ref: Reference, n: int, seed: int = 0) -> np.ndarray:

@@ -91,6 +91,7 @@ class NativeDecoder(Decoder):
         super().__init__(folder, self.ort.device, self.ort.transfers, self.ort.max_length)
         self.plan, self.kv = plan, self.ort.kv
         self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
+        self.prefill_buffers = self.ort.prefill_buffers  # the prompt path stages prompts there (prompt_path)
         self.sync_every = sync_every
         self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
         self.ring_host = host_array(sync_every, np.int64, self.device)
@@ -282,10 +283,12 @@ class NativeDecoder(Decoder):
 
     def _start(self, x, sampler: Sampler) -> int:
         """Prefill through onnxruntime, then pick the first token from its last row on the device."""
-        logits, S = self.ort.prefill_on_device(x)
+        logits, last = self.ort.prefill_on_device(x)  # last: offset of the last position's row
+        self.mark("prefill")
+        S = self.kv.position
         self.n_dev.fill(0)
         self.t_dev.fill(S)
-        self._pick(logits.array.reshape(-1)[(S - 1) * self.vocab: S * self.vocab], sampler, 0, prefill=True)
+        self._pick(logits.array.reshape(-1)[last: last + self.vocab], sampler, 0, prefill=True)
         return S
 
     def generate(self, x, max_new_tokens: int, sampler: Sampler):

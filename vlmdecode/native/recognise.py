@@ -327,9 +327,11 @@ class _Matcher:
             if i not in acc:
                 raise PlanError(f"{describe(self.L.nodes, i)} is not part of the decoder the plan describes "
                                 "(nothing it computes reaches a place in the plan)")
-        eps = {float(np.float32(e)) for e, _ in self.eps}
-        if len(eps) != 1:
-            self.fail(self.eps[-1][1], f"uses RMSNorm epsilons {sorted(eps)}; the plan has one")
+        in_order = sorted(self.eps, key=lambda e: max(e[1].nodes))  # graph order: the first norm sets it
+        eps = float(np.float32(in_order[0][0]))
+        for e, s in in_order:
+            if float(np.float32(e)) != eps:
+                self.fail(s, f"uses RMSNorm epsilon {e:g} where the graph's first norm uses {eps:g}; the plan has one")
         L0, att = layers[0], self.atts[0]
         nq, nkv = att.attrs["num_heads"], att.attrs["kv_num_heads"]
         H, V = head.attrs["w"].shape
@@ -355,7 +357,7 @@ class _Matcher:
         softcap = att.attrs.get("softcap", 0.0)
         return DecoderPlan(
             source=self.source, drive=drive, dtype=np.dtype(dts.pop()), hidden=H, num_heads=nq, num_kv_heads=nkv,
-            head_dim=d, intermediate=I, vocab=V, eps=eps.pop(), attn_scale=float(att.attrs.get("scale", 0.0)
+            head_dim=d, intermediate=I, vocab=V, eps=eps, attn_scale=float(att.attrs.get("scale", 0.0)
                                                                                      or d ** -0.5),
             attn_softcap=float(softcap) if softcap else None, final_softcap=final_softcap, embed_scale=embed_scale,
             embed_table=embed_table, layers=tuple(layers), final_norm=final_norm, lm_head=head.attrs["w"],
