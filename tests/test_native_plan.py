@@ -392,6 +392,8 @@ def test_executor_checks_inputs_and_capacity(folders):
         embed(ids_plan, np.zeros((3, 64), np.float32))
     with pytest.raises(ValueError, match="greedy_embeds"):
         NumpyDecoder(plan, 8).greedy(np.zeros((2, 64), np.float32), 2)
+    with pytest.raises(ValueError, match="float32 or float64, not float16"):
+        NumpyDecoder(ids_plan, 8, np.float16)
     dec = NumpyDecoder(ids_plan, 8)
     with pytest.raises(ValueError, match="does not fit a KV capacity of 8"):
         dec.forward(np.arange(9), dec.new_cache())

@@ -136,6 +136,8 @@ class NumpyDecoder:
     """Prefill and steps of a DecoderPlan in `dtype` (float32 or float64)."""
 
     def __init__(self, plan: DecoderPlan, max_length: int, dtype=np.float32):
+        if np.dtype(dtype) not in (np.float32, np.float64):
+            raise ValueError(f"NumpyDecoder computes in float32 or float64, not {np.dtype(dtype)}")
         self.plan, self.max_length, self.dtype = plan, max_length, np.dtype(dtype).type
         self._w = {}
 
