@@ -2,13 +2,13 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -22,6 +22,7 @@
 # Rows that errored are left out.
 
 # %%
+# %matplotlib inline
 import tempfile
 from pathlib import Path
 
@@ -32,19 +33,26 @@ from IPython.display import display
 from vlmdecode import plots
 from vlmdecode.devices import gpu_available
 from vlmdecode.explore import results, widget
-from vlmdecode.processor import demo_image
 from vlmdecode.ttft import ttft_table
 
 ROOT = Path(tempfile.mkdtemp())
 pd.set_option("display.width", 160)
+pd.set_option("display.max_columns", None)
 
-# %% tags=["nbval-ignore-output"]
+# %%
 bench = results.load_results()
 ok = results.ok_results(bench)
 print(f"{len(bench)} recorded rows, {len(ok)} ran; errored modes:", sorted(set(bench["mode"]) - set(ok["mode"])))
-ok.pivot_table(index=["preset", "layout", "context"], columns="mode", values="per_token_ms").round(3)
+wide = ok.pivot_table(index=["preset", "layout", "context"], columns="mode", values="per_token_ms").round(3)
+wide = wide[[m for m in results.MODE_ORDER if m in wide]]
+wide.astype(object).where(wide.notna(), "-")  # "-": the mode did not run there
 
-# %% tags=["nbval-ignore-output"]
+# %% [markdown]
+# Look at the gemma3-1b panel (linear axis): device (purple) is the shortest bar in every group and each
+# layout step (unfused, fused, fused-cuda) lowers all bars; the black line is the bandwidth floor. On tiny the
+# floor is nanoseconds: that step is launch-bound (see the launch floor below).
+
+# %%
 plots.plot_latency_by_mode(bench)
 plt.show()
 
@@ -52,18 +60,24 @@ plt.show()
 # Ratios: < 1 means the first mode is faster (graph/eager 0.5: graph takes half the time). device/floor is
 # how far from the bandwidth bound we are (the tiny preset is launch-bound: its floor is nanoseconds).
 
-# %% tags=["nbval-ignore-output"]
-results.bench_ratios(bench).round(3)
+# %%
+results.bench_ratios(bench).drop(columns=["dtype", "device"]).round(3)  # all fp16 on cuda:0
 
 # %% [markdown]
 # ## Every mode on gemma3-1b, contexts 128 to 4096
 # `data/results/h200_matrix_gemma3-1b.csv`: the fused-cuda layout, one KV capacity (4096 + 48) for all
 # modes and onnxruntime-genai, so per-token time is flat over context for every mode but naive.
 
-# %% tags=["nbval-ignore-output"]
+# %%
 matrix = results.load_results("h200_matrix_*.csv")
-display(results.ok_results(matrix).pivot_table(index="context", columns="mode", values="per_token_ms").round(3))
-plots.plot_latency_by_mode(matrix, title="every mode, gemma3-1b fused-cuda (H200)")
+results.ok_results(matrix).pivot_table(index="context", columns="mode", values="per_token_ms").round(3)
+
+# %% [markdown]
+# Look at naive (red) against the rest (log axis: naive copies the KV both ways and is an order of magnitude
+# slower); every other mode stays flat from context 128 to 4096.
+
+# %%
+plots.plot_latency_by_mode(matrix, title="every mode, contexts 128 to 4096 (H200)")
 plt.show()
 
 # %% [markdown]
@@ -73,37 +87,51 @@ plt.show()
 # adds little to the captured step; fewer nodes make the step itself shorter. gemma3-1b's MatMuls alone
 # (`gemv` in that file) take 0.90 ms: onnxruntime's GEMV kernels by themselves sit 1.8x above the floor.
 
-# %% tags=["nbval-ignore-output"]
+# %%
 profile = results.profile_table()
 cols = ["preset", "layout", "nodes_per_step", "eager_step_device_ms", "graph_step_device_ms",
         "tokenid_graph_step_device_ms", "floor_ms"]
-profile[[c for c in cols if c in profile]].round(3)
+profile[[c for c in cols if c in profile]].astype({"nodes_per_step": int}).round(4)
 
 # %% [markdown]
 # Inside the gemma3-1b fused-cuda step at the bench's KV capacity: GPU time by kernel group (Nsight Compute,
 # caches and clocks as found; `data/results/h200_kernels_warm.json`; kernels serialized, so the sum is not
 # the step time). `other` is attention (XQA), rotary with the KV append, and sequence lengths.
 
-# %% tags=["nbval-ignore-output"]
-results.kernel_groups().round(3)
+# %%
+groups = results.kernel_groups()
+groups.round(3)
 
 # %% [markdown]
+# ## The launch floor
 # The other term: N dependent tiny kernels (one 1152-element fp16 row each) in one replayed CUDA graph
 # (`data/results/h200_launch_floor.json`). The slope is what any kernel costs in a replayed graph, whatever
-# its bytes; a gemma3-1b fused-cuda step launches ~395 kernels (`h200_kernels.json`).
+# its bytes; multiplied by the kernels of the gemma3-1b fused-cuda step (the sum over the groups above) it is
+# a lower bound on that step that no bandwidth improvement removes.
 
-# %% tags=["nbval-ignore-output"]
+# %%
 floor = results.launch_floor()
-print(f"{floor.attrs['us_per_kernel']:.2f} us per kernel; 395 kernels >= {395 * floor.attrs['us_per_kernel']:.0f} us")
+kernels = int(groups["kernels"].sum())
+print(f"{floor.attrs['us_per_kernel']:.2f} us per kernel; {kernels} kernels >= "
+      f"{kernels * floor.attrs['us_per_kernel']:.0f} us per gemma3-1b step")
 floor.round(2)
+
+# %% [markdown]
+# Look at the points on the dashed line: replay time grows linearly with the number of kernels, from the first.
+
+# %%
+plots.plot_launch_floor(floor)
+plt.show()
 
 # %% [markdown]
 # ## Per-step lines, live
 # Per-step time of one generation per available mode on this machine (CPU resident here; with a GPU the
 # CUDA eager, graph and device modes on the tiny fp16 fixture). Step 0 includes the prefill; graph mode's
-# first steps are onnxruntime's warm-up and capture runs.
+# first steps are onnxruntime's warm-up and capture runs. Look at the level after step 0, not the spikes
+# (a shared machine's noise).
 
 # %% tags=["nbval-ignore-output"]
+# timings: different on every run
 live = widget.live_step_times(ROOT, max_new_tokens=48)
 plots.plot_step_lines(live)
 plt.show()
@@ -112,6 +140,7 @@ plt.show()
 # With a GPU, the same benchmark matrix runs live here (tiny preset, side by side in one process).
 
 # %% tags=["nbval-ignore-output"]
+# depends on the machine: a GPU here or not
 if gpu_available():
     from vlmdecode import bench
 
@@ -129,7 +158,7 @@ else:
 # sides; our phases from CUDA events on the decoder's stream beside onnxruntime-genai's prompt call (its
 # vision + embedding + prefill) and first pick. Ratios < 1: faster than onnxruntime-genai graph.
 
-# %% tags=["nbval-ignore-output"]
+# %%
 ttft_rows = results.load_results("h200_ttft*.csv")
 if "ttft_ms" not in ttft_rows or ttft_rows["ttft_ms"].dropna().empty:
     print("time to first token on the H200: not measured (no data/results/h200_ttft*.csv yet)")
@@ -140,10 +169,11 @@ plt.show()
 
 # %% [markdown]
 # ## Explorer
-# Pick a mode and press **Run**: tokens stream in with a per-step timing plot. On CPU only the tiny preset
-# and the resident mode exist; with a GPU, cuda eager/graph/device on the tiny fp16 fixture.
-# (Nothing runs until you press the button.)
+# Pick a mode and press **Run**: tokens stream in with a per-step timing plot; a failing run shows its error
+# as one line under the button. On CPU only the tiny preset and the resident mode exist; with a GPU, cuda
+# eager/graph/device on the tiny fp16 fixture. Nothing runs until you press the button, and the widgets
+# appear once the cell runs (a notebook opened fresh shows the line below instead).
 
-# %% tags=["nbval-ignore-output"]
-box = widget.explorer(widget.fixture_pipes(ROOT), presets=("tiny",), image=demo_image(32))
-display(box)
+# %%
+box = widget.explorer(widget.fixture_pipes(ROOT), presets=("tiny",))
+box

@@ -218,17 +218,43 @@ def test_residency_sweep_matches_prediction(dirs):
 
 
 def test_explorer_builds_and_runs(dirs):
-    pytest.importorskip("ipywidgets")
     box = widget.explorer(widget.fixture_pipes(dirs["gqa"].parent), image=demo_image(32))
     assert box.widgets["device"].options == (("cpu", "cuda") if gpu_available() else ("cpu",))
     box.widgets["tokens"].value = 5
     recs = box.run()
-    assert len(recs) == 5 and box.records is recs
+    assert len(recs) == 5 and box.records is recs and box.error is None
+    assert box.widgets["text"].value.startswith("tokens: ") and not box.widgets["button"].disabled
+    assert repr(box).startswith("explorer: ")  # what an untrusted notebook shows instead of VBox(children=...
 
 
-def test_summary_stats():
-    assert widget.summary_stats([1, 2, 3]) == {"median": 2, "min": 1, "max": 3}
-    assert np.isnan(widget.summary_stats([])["median"])
+def test_explorer_shows_a_failing_run_as_one_line():
+    seen = {}
+
+    def make_pipe(preset, device, mode):
+        seen["disabled while running"] = box.widgets["button"].disabled
+        raise RuntimeError("no pipeline for you\nsecond line of detail")
+
+    box = widget.explorer(make_pipe)
+    assert box.run() == [] and isinstance(box.error, RuntimeError)
+    assert seen == {"disabled while running": True} and not box.widgets["button"].disabled
+    assert box.widgets["button"].description == "Run"
+    (shown,) = box.widgets["output"].outputs
+    assert shown["output_type"] == "stream" and shown["text"] == "error: RuntimeError: no pipeline for you\n"
+    assert "failed" in box.widgets["text"].value
+
+
+def test_explorer_offers_only_choices_that_fit():
+    from vlmdecode.fixture.config import preset
+
+    box = widget.explorer(lambda *a: None, presets=("tiny", "small"), image=demo_image(32))
+    assert box.widgets["preset"].options == ("tiny",)  # small takes 224-px images
+    both = widget.explorer(lambda *a: None, presets=("tiny", "small"))  # each preset's own demo image
+    assert both.widgets["preset"].options == ("tiny", "small")
+    with pytest.raises(ValueError, match=r"64x64 px fits none.*\[32\]"):
+        widget.explorer(lambda *a: None, presets=("tiny",), image=demo_image(64))
+    assert preset("small").image_size == 224
+    if not gpu_available():
+        assert "cuda" not in box.widgets["device"].options
 
 
 def _is_fig(fig):
@@ -281,10 +307,14 @@ def test_layout_table(tmp_path):
     layouts = ("unfused", "fused", "fused-cuda")
     dirs = {lay: build_fixture(preset("tiny", layout=lay), tmp_path / lay) for lay in layouts}
     t = tables.layout_table(dirs)
-    assert list(t.index) == ["unfused", "fused", "fused-cuda"]
-    assert list(t["nodes"]) == sorted(t["nodes"], reverse=True)
-    assert t.loc["unfused", "RotaryEmbedding"] == 2 * preset("tiny").num_layers
-    assert t.loc["fused-cuda", "RotaryEmbedding"] == 0 and t.loc["fused", "SkipSimplifiedLayerNormalization"] > 0
+    assert list(t.columns) == ["unfused", "fused", "fused-cuda"] and list(t.index[:2]) == ["nodes", "nodes_per_layer"]
+    assert list(t.loc["nodes"]) == sorted(t.loc["nodes"], reverse=True)
+    assert t.loc["RotaryEmbedding", "unfused"] == 2 * preset("tiny").num_layers
+    assert t.loc["RotaryEmbedding", "fused-cuda"] == 0 and t.loc["SkipSimplifiedLayerNormalization", "fused"] > 0
+    ops = t.iloc[2:]
+    changed = ops.nunique(axis=1) > 1
+    assert changed.any() and not changed[changed.idxmin():].any()  # the ops the fusions change come first
+    assert all(type(v) is int for v in ops.to_numpy().ravel()) and type(t.loc["nodes", "fused"]) is int
 
 
 def test_profile_table(tmp_path):
@@ -322,3 +352,40 @@ def test_kernel_groups_shares(tmp_path):
     assert list(t["group"]) == ["matmul", "norm"] and np.allclose(t["share"], [0.6, 0.4])
     assert results.kernel_groups(tmp_path / "none.json").empty
     assert set(results.kernel_groups()["group"]) >= {"matmul", "norm"}  # the committed H200 profile loads
+
+
+def test_unmeasured_values_are_never_drawn(bench):
+    """genai-graph ran (a latency) but recorded no bytes; device did not run at ctx 1024: neither gets a bar."""
+    ran = bench.assign(per_token_ms=bench["per_token_ms"].fillna(3.0), error=np.nan)  # genai rows ran, no bytes
+    ran = ran[~((ran["mode"] == "device") & (ran["context"] == 1024))]
+    fig = P.plot_recorded_bytes(ran)
+    (ax,) = fig.axes
+    heights = sorted(round(p.get_height()) for p in ax.patches)
+    assert heights == sorted([108] * 4 * 2 + [108])  # 5 modes x 2 contexts with bytes, minus the missing device
+    assert "genai-graph" not in fig.legends[0].get_texts()[0].get_text() and all(
+        t.get_text() != "genai-graph" for t in fig.legends[0].get_texts())
+    assert ax.get_xlabel() == "not measured (no bar): genai-graph"
+    table = results.bytes_table(ran)
+    assert (table["genai-graph"] == "not measured").all() and table.loc[("p", "unfused", 1024), "device"].item() == "-"
+    assert table.loc[("p", "unfused", 128), "graph"].item() == "108"
+    fig = P.plot_latency_by_mode(ran)
+    bars = [p for p in fig.axes[0].patches]
+    assert len(bars) == 6 * 2 - 1 and all(np.isfinite(b.get_height()) for b in bars)
+
+
+def test_latency_axis_is_linear_when_modes_are_close(bench):
+    close = bench[bench["mode"].isin(["graph", "tokenid-graph"])]  # 5 and 4 ms: 25% apart
+    fig = P.plot_latency_by_mode(close)
+    assert fig.axes[0].get_yscale() == "linear" and fig.axes[0].get_ylim()[0] == 0
+    assert P.plot_latency_by_mode(bench).axes[0].get_yscale() == "log"  # naive 50 ms vs device 2 ms
+    assert fig.get_suptitle() and fig.axes[0].get_title() == "p, unfused"  # the title once, the panel by preset
+
+
+def test_recorded_cpu_latency_and_launch_floor_figures():
+    cpu = results.load_results("cpu_bench_small.csv")
+    fig = P.plot_recorded_cpu_latency(cpu)
+    assert {ln.get_label() for ln in fig.axes[0].lines} == {"naive", "naive-concat", "resident", "genai"}
+    lf = results.launch_floor()
+    fig = P.plot_launch_floor(lf)
+    measured, fit = fig.axes[0].lines
+    assert len(measured.get_xdata()) == len(lf) and fit.get_label().startswith("fit: ")

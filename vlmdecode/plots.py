@@ -5,13 +5,16 @@
     plot_logit_error(df)                  max|logits - ref| / max|ref| per step (log y)
     plot_bytes_vs_context(df)             measured vs predicted bytes per decode step (log y)
     plot_time_vs_context(df)              ms per decode step vs context
-    plot_recorded_bytes(df)               recorded CUDA bytes per step by mode (log y)
-    plot_latency_by_mode(df)              recorded per-token latency bars by mode + floor line (log y)
+    plot_recorded_bytes(df)               recorded CUDA bytes per step by mode (log y; unmeasured: no bar)
+    plot_latency_by_mode(df)              recorded per-token latency bars by mode + floor line
+    plot_recorded_cpu_latency(df)         recorded CPU ms per step vs context, one line per mode
+    plot_launch_floor(df)                 replayed-graph time vs kernel count, with the fitted slope
     plot_step_times(ms)                   per-step time of one generation
     plot_ttft_phases(df)                  time to first token by phase and mode, ours beside genai's
 
-Inputs are the DataFrames of the `vlmdecode.explore` modules; NaN rows are dropped, empty inputs give an axis
-with a "no data" note instead of an error.
+Inputs are the DataFrames of the `vlmdecode.explore` modules. A value that was never measured (NaN) is
+never drawn (no bar, no point; never a stand-in such as 0 or 1); empty inputs give an axis with a
+"no data" note instead of an error.
 """
 
 from __future__ import annotations
@@ -130,62 +133,149 @@ def _ordered_modes(modes) -> list:
     return sorted(modes, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
 
 
+def _legend_outside(fig, axes) -> None:
+    """One legend for the figure, right of the axes (never over the bars); duplicate labels once."""
+    seen = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    labels = sorted(seen, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
+    if labels:
+        fig.legend([seen[label] for label in labels], labels, loc="outside right upper", fontsize=7)
+
+
+def _bytes_label(b: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= size:
+            return f"{b / size:.3g} {unit}"
+    return f"{int(b)} B"
+
+
 def plot_recorded_bytes(df: pd.DataFrame, title: str = "recorded CUDA bytes per decode step (H200)"):
-    """Grouped bars per (preset, context): h2d + d2h + kv per step, by mode (log y; 0 drawn at 1)."""
+    """Grouped bars per (preset, context): h2d + d2h bytes per step by mode (log y), each bar labelled.
+
+    A value that was never measured (NaN: the bench counts no bytes for onnxruntime-genai) draws no bar;
+    the modes without any measurement are named in a note under the axis. A measured 0 is written as "0 B"
+    (a log axis cannot draw it)."""
     d = ok_results(df) if len(df) else df
-    fig, (ax,) = _fig((9, 3.8))
+    fig, (ax,) = _fig((10, 3.8))
+    fig.set_layout_engine("constrained")
     if d.empty:
         _no_data(ax, "recorded results")
         return fig
-    d = d.assign(total=d["h2d_per_step"].fillna(0) + d["d2h_per_step"].fillna(0),
+    d = d.assign(total=pd.to_numeric(d["h2d_per_step"], errors="coerce") + pd.to_numeric(d["d2h_per_step"],
+                                                                                         errors="coerce"),
                  scenario=d["preset"] + " ctx " + d["context"].astype(int).astype(str))
     scen = list(dict.fromkeys(d.sort_values(["preset", "context"])["scenario"]))
     modes = _ordered_modes(d["mode"])
-    w = 0.8 / len(modes)
-    for j, m in enumerate(modes):
-        vals = [d[(d["scenario"] == s) & (d["mode"] == m)]["total"].median() for s in scen]
-        ax.bar(np.arange(len(scen)) + j * w, np.maximum(np.nan_to_num(vals, nan=0), 1), w,
-               color=MODE_COLORS.get(m), label=m)
-    ax.set_xticks(np.arange(len(scen)) + 0.4 - w / 2, scen, rotation=20)
+    measured = [m for m in modes if d[d["mode"] == m]["total"].notna().any()]
+    w = 0.8 / max(1, len(measured))
+    for j, m in enumerate(measured):
+        for i, s in enumerate(scen):
+            v = d[(d["scenario"] == s) & (d["mode"] == m)]["total"].median()
+            if not np.isfinite(v):
+                continue
+            x = i + j * w
+            if v > 0:
+                ax.bar(x, v, w, color=MODE_COLORS.get(m), label=m)
+            ax.text(x, max(v, 1), _bytes_label(v), ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.set_xticks(np.arange(len(scen)) + 0.4 - w / 2, scen)
     ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room for the labels
     ax.set_ylabel("bytes per step (h2d + d2h)")
     ax.set_title(title)
-    ax.legend(fontsize=7, ncol=2)
+    unmeasured = [m for m in modes if m not in measured]
+    if unmeasured:
+        ax.set_xlabel("not measured (no bar): " + ", ".join(unmeasured))
+    _legend_outside(fig, [ax])
     return fig
 
 
-def plot_latency_by_mode(df: pd.DataFrame, title: str = "per-token decode latency by mode (H200)"):
-    """One panel per preset: bars per context and mode (log y), the bandwidth floor as a black line."""
+def plot_latency_by_mode(df: pd.DataFrame, title: str = "per-token decode latency by mode (H200)",
+                         log: bool | None = None):
+    """One panel per preset: bars per (layout, context) and mode, the bandwidth floor as a black line.
+
+    log: None picks per panel, a log axis only when its bars span more than 20x (else linear from 0, where
+    differences of a few percent between modes are visible). A missing value draws no bar."""
     d = ok_results(df) if len(df) else df
     presets = sorted(d["preset"].unique()) if len(d) else []
-    fig, axes = _fig((5.5 * max(1, len(presets)), 4), ncols=max(1, len(presets)))
+    fig, axes = _fig((5.8 * max(1, len(presets)) + 1.2, 4), ncols=max(1, len(presets)))
+    fig.set_layout_engine("constrained")
+    fig.suptitle(title)
     if not presets:
         _no_data(axes[0], "recorded results")
+        axes[0].set_title("no data")
         return fig
+    order = {name: i for i, name in enumerate(LAYOUTS)}
     for ax, p in zip(axes, presets):
         g = d[d["preset"] == p]
         g = g.assign(layout=g["layout"].fillna("unfused")) if "layout" in g else g.assign(layout="unfused")
-        order = {name: i for i, name in enumerate(LAYOUTS)}
         groups = sorted({(lay, c) for lay, c in zip(g["layout"], g["context"])}, key=lambda k: (order.get(k[0], 9), k))
         modes = _ordered_modes(g["mode"])
         w = 0.8 / len(modes)
         for j, m in enumerate(modes):
-            vals = [g[(g["layout"] == lay) & (g["context"] == c) & (g["mode"] == m)]["per_token_ms"].median()
-                    for lay, c in groups]
-            ax.bar(np.arange(len(groups)) + j * w, vals, w, color=MODE_COLORS.get(m), label=m)
+            for i, (lay, c) in enumerate(groups):
+                v = g[(g["layout"] == lay) & (g["context"] == c) & (g["mode"] == m)]["per_token_ms"].median()
+                if np.isfinite(v):
+                    ax.bar(i + j * w, v, w, color=MODE_COLORS.get(m), label=m)
         if "floor_ms" in g:
             for i, (lay, c) in enumerate(groups):
                 f = g[(g["layout"] == lay) & (g["context"] == c)]["floor_ms"].median()
                 if np.isfinite(f):
-                    ax.hlines(f, i - w / 2, i + 0.8 - w / 2, color="k", lw=2,
-                              label="bandwidth floor" if i == 0 else None)
-        ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, [f"{lay}\nctx {int(c)}" for lay, c in groups],
-                      fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylabel("ms per token (median)")
-        ax.set_title(f"{title}: {p}")
-        ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
-    fig.tight_layout()
+                    ax.hlines(f, i - w / 2, i + 0.8 - w / 2, color="k", lw=2, label="bandwidth floor")
+        ms = g["per_token_ms"].astype(float)
+        use_log = (ms.max() / ms.min() > 20) if log is None else log
+        if use_log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(0, ms.max() * 1.08)
+        labels = [f"{lay}\nctx {int(c)}" if g["layout"].nunique() > 1 else f"ctx {int(c)}" for lay, c in groups]
+        ax.set_xticks(np.arange(len(groups)) + 0.4 - w / 2, labels, fontsize=7)
+        ax.set_ylabel("ms per token (median)" + (", log" if use_log else ""))
+        ax.set_title(p if g["layout"].nunique() > 1 else f"{p}, {g['layout'].iloc[0]}")
+    _legend_outside(fig, axes)
+    return fig
+
+
+def plot_recorded_cpu_latency(df: pd.DataFrame, title: str = "recorded CPU ms per decode step vs context"):
+    """Lines per mode: per_token_ms vs context of recorded CPU runs (e.g. cpu_bench_small.csv), linear y from 0."""
+    d = ok_results(df) if len(df) else df
+    fig, (ax,) = _fig((7, 3.5))
+    fig.set_layout_engine("constrained")
+    if d.empty:
+        _no_data(ax, "recorded results")
+    for m in _ordered_modes(d["mode"]) if len(d) else []:
+        g = d[d["mode"] == m].groupby("context")["per_token_ms"].median()
+        ax.plot(g.index, g.values, marker="o", color=MODE_COLORS.get(m), label=m)
+    ax.set_ylim(bottom=0)
+    if len(d):
+        ax.set_xscale("log", base=2)
+        ticks = sorted(d["context"].astype(int).unique())
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+    ax.set_xlabel("context (tokens in the KV cache)")
+    ax.set_ylabel("ms per step (median)")
+    ax.set_title(title)
+    _legend_outside(fig, [ax])
+    return fig
+
+
+def plot_launch_floor(df: pd.DataFrame, title: str = "replayed CUDA graph: time vs kernels in it (H200)"):
+    """df: explore.results.launch_floor (kernels, graph_us; the fit in attrs["us_per_kernel"]): points and
+    the fitted slope through the origin."""
+    fig, (ax,) = _fig((6, 3.5))
+    if df.empty:
+        _no_data(ax, "launch floor")
+    else:
+        ax.plot(df["kernels"], df["graph_us"], "o", color="tab:blue", label="measured")
+        slope = df.attrs.get("us_per_kernel", float("nan"))
+        if np.isfinite(slope):
+            x = np.array([0, df["kernels"].max()])
+            ax.plot(x, slope * x, "k--", label=f"fit: {slope:.2f} us per kernel")
+        ax.legend()
+    ax.set_xlabel("dependent kernels in one graph")
+    ax.set_ylabel("graph replay time (us)")
+    ax.set_title(title)
     return fig
 
 

@@ -2,6 +2,7 @@
 
     results_dir()                                  data/results of the repository, or $VLMDECODE_RESULTS
     load_results(pattern) / ok_results(df)         benchmark CSVs; the rows that ran
+    bytes_table(df)                                h2d + d2h bytes per step by mode; "not measured" if none
     bench_ratios(df)                               the targets' ratios (graph/eager, device/floor, ...)
     gpu_test_log() / profile_table() / kernel_groups() / launch_floor()   the other recorded H200 files
     MODE_ORDER                                     the order modes are shown in
@@ -67,6 +68,28 @@ def ok_results(df: pd.DataFrame) -> pd.DataFrame:
     err = (df["error"].astype(str).where(df["error"].notna(), "").str.strip() if "error" in df
            else pd.Series("", index=df.index))  # (fillna("") on an all-NaN float column warns in pandas 3)
     return df[(err == "") & np.isfinite(pd.to_numeric(df["per_token_ms"], errors="coerce"))].copy()
+
+
+def bytes_table(df: pd.DataFrame) -> pd.DataFrame:
+    """h2d + d2h bytes per decode step of the rows that ran: one row per (preset, layout, context, KV capacity),
+    one column per mode in MODE_ORDER; integers with thousands separators, "not measured" where a run recorded
+    no bytes (onnxruntime-genai's modes), "-" where the mode did not run in that scenario."""
+    ok = ok_results(df)
+    keys = ["preset", "layout", "context", "kv_capacity"]
+    ok = ok.assign(layout=ok["layout"] if "layout" in ok else "unfused",
+                   kv_capacity=ok["kv_capacity"] if "kv_capacity" in ok else np.nan,
+                   total=pd.to_numeric(ok.get("h2d_per_step"), errors="coerce")
+                   + pd.to_numeric(ok.get("d2h_per_step"), errors="coerce"))
+    ok = ok.astype({"context": int, "kv_capacity": "Int64"})
+    rows = []
+    for key, g in ok.groupby(keys, sort=True, dropna=False):
+        med = g.groupby("mode")["total"].median()
+        rows.append({**dict(zip(keys, key)), **{m: f"{int(v):,}" if np.isfinite(v) else "not measured"
+                                                 for m, v in med.items()}})
+    modes = sorted(set(ok["mode"]), key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
+    t = pd.DataFrame(rows, columns=keys + modes).set_index(keys).fillna("-")
+    t.columns.name = "mode"
+    return t
 
 
 def gpu_test_log(path=None) -> pd.DataFrame:

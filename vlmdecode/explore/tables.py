@@ -1,7 +1,7 @@
 """Tables of what a model folder's ONNX files hold, for the notebooks (plain pandas DataFrames).
 
     component_table(dir) / io_table(dir) / op_counts(dir)   per component: sizes, inputs/outputs, op types
-    layout_table(dirs)                                       decoder nodes per layer and op mix, by layout
+    layout_table(dirs)                                       decoder nodes (per layer) and op counts, by layout
 
 Reads graphs without their external weights; not a validator of folders (see modelfolder).
 """
@@ -71,16 +71,22 @@ def op_counts(model_dir) -> pd.DataFrame:
 
 
 def layout_table(model_dirs: dict) -> pd.DataFrame:
-    """Decoder nodes (total, per layer) and the count of each op type, one row per layout folder."""
+    """Decoder op counts by layout: one column per layout folder, rows `nodes`, `nodes_per_layer`, then the op
+    types whose count differs between the layouts (what the fusions change), then the rest. Counts are ints
+    (the column dtype is object so that `nodes_per_layer` can stay fractional)."""
     from ..fixture import load_fixture_config
 
-    rows = []
+    cols, layers = {}, {}
     for label, d in model_dirs.items():
         ops = op_counts(d)["decoder"]
-        layers = load_fixture_config(d).num_layers
-        rows.append({"layout": label, "nodes": int(ops.sum()), "nodes_per_layer": round(ops.sum() / layers, 1),
-                     **{op.split(":")[-1]: int(n) for op, n in ops.items() if n}})
-    t = pd.DataFrame(rows).set_index("layout")
-    ops = [c for c in t if c != "nodes_per_layer"]
-    t[ops] = t[ops].fillna(0).astype(int)
-    return t
+        cols[label] = {op.split(":")[-1]: int(n) for op, n in ops.items() if n}
+        layers[label] = load_fixture_config(d).num_layers
+    t = pd.DataFrame(cols).fillna(0).astype(int)
+    changed = t.nunique(axis=1) > 1
+    t = pd.concat([t[changed].sort_values(list(t)[0], ascending=False), t[~changed].sort_index()])
+    nodes = {lay: int(t[lay].sum()) for lay in t}
+    head = pd.DataFrame([nodes, {lay: round(n / layers[lay], 1) for lay, n in nodes.items()}],
+                        index=["nodes", "nodes_per_layer"], dtype=object)
+    out = pd.concat([head, t.astype(object)])
+    out.index.name = "op"
+    return out
