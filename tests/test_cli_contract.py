@@ -23,8 +23,8 @@ NOISE = REPO / "data" / "results" / "cpu_noise_tiny.csv"
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_fixture(preset("tiny"), tmp_path_factory.mktemp("contract") / "tiny")
+def model(tiny_folder) -> Path:
+    return tiny_folder  # shared (conftest): copy to modify
 
 
 @pytest.fixture(scope="module")

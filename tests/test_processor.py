@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vlmdecode.fixture import build_fixture, preset
+from vlmdecode.fixture import preset
 from vlmdecode.fixture.config import (
     BOS_ID,
     END_OF_IMAGE_ID,
@@ -40,8 +40,8 @@ def text_ids(s: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    return build_fixture(TINY, tmp_path_factory.mktemp("tiny") / "model")
+def model_dir(tiny_folder) -> Path:
+    return tiny_folder  # shared, built once per session (conftest): copy before modifying
 
 
 @pytest.fixture(scope="module")

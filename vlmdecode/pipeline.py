@@ -310,7 +310,8 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
     module, _, name = m.factory.partition(":")
     decoder = getattr(importlib.import_module(module), name)(folder, device, m.name, max_length=max_length,
                                                              threads=threads, **options)
-    sess = lambda c: make_session(c, device, threads=threads, stream_ptr=decoder.stream_ptr)  # noqa: E731
+    # vision and embedding run once per prompt: their threads must not spin on into the decoder's prefill
+    sess = lambda c: make_session(c, device, threads=threads, stream_ptr=decoder.stream_ptr, spin=False)  # noqa: E731
     vision = sess(folder.vision) if folder.vision else None
     embedding = sess(folder.embedding) if folder.embedding else None
     return Pipeline(folder, device, m.name, processor, vision, embedding, decoder)
