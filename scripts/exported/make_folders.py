@@ -46,7 +46,6 @@ BUILDER_FOLDERS = {
     "builder-text-pruned": ("fp32", "cpu", ["prune_lm_head=true"]),
     "builder-text-hidden": ("fp32", "cpu", ["include_hidden_states=true"]),
     "builder-text-fp16-cuda": ("fp16", "cuda", []),
-    "builder-text-fp16-cuda-fullkv": ("fp16", "cuda", ["windowed_kv_cache=false"]),
     "builder-text-int4-cuda": ("int4", "cuda", []),
     "builder-vlm": ("fp32", "cpu", ["exclude_embeds=true"]),
 }
