@@ -109,7 +109,8 @@ def partials(h16, nb, part_v, part_i):
 
 
 def argmax_partial(name, grid, a):
-    logits, V, part_v, part_i = a
+    logits, V, part_v, part_i, _suppress, n_suppress = a
+    assert int(n_suppress) == 0, "the emulator models argmax_partial without suppressed ids (native passes none)"
     partials(view(logits, F16, int(V)), grid[0], part_v, part_i)
 
 

@@ -39,7 +39,8 @@ class FakeOrt:
         self.stream = sys.modules["cupy"].cuda.Stream()
         self.stream_ptr = 0
         info = folder.info
-        self.kv = FixedKV(info.num_layers, info.num_kv_heads, info.head_size, self.max_length, np.float16,
+        self.kv = FixedKV([self.max_length] * info.num_layers, info.num_kv_heads, info.head_size, self.max_length,
+                          np.float16,
                           self.device)
         self.ref = self.cache = None
         self.prefill_buffers = None  # the prompt path's staging (not used here)
