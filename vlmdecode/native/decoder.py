@@ -31,7 +31,7 @@ import numpy as np
 
 from ..buffers import allocate, host_array
 from ..decoders.base import Decoder, DecoderError, check_max_length
-from ..decoders.cuda import CudaDecoder, argmax_blocks, device_kernels
+from ..decoders.cuda import MAX_SUPPRESS, CudaDecoder, argmax_blocks, device_kernels
 from ..modelfolder import ModelFolder
 from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
 from . import kernels as K
@@ -163,6 +163,7 @@ class NativeDecoder(Decoder):
         self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
         self.ring = allocate((self.ring_len,), np.int64, self.device)
         self.n_dev, self.pos, self.t_dev, self.given = (z(1, cp.int64) for _ in range(4))
+        self.suppress, self.n_suppress = z(MAX_SUPPRESS, cp.int64), z(1, cp.int32)  # SamplingParams.suppress
 
     def _build(self, plan: DecoderPlan) -> None:
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
@@ -199,7 +200,7 @@ class NativeDecoder(Decoder):
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,
-                           part_i=self.part_i, **shape(sh.head))
+                           part_i=self.part_i, suppress=self.suppress, n_suppress=self.n_suppress, **shape(sh.head))
         self.body = steps + [self.head]
         common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
                       pos=self.pos, t_dev=self.t_dev)
@@ -281,8 +282,9 @@ class NativeDecoder(Decoder):
             self.given[...] = sample_unchecked(row[None], sampler.params, sampler.uniform(step, 1, self.cp))
             self.advance_given()
         elif prefill:
+            ns = len(sampler.params.suppress)
             self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i,
-                                                                    np.uint64(0), np.int32(0)))  # no suppressed ids
+                                                                    self.suppress, np.int32(ns)))
             self.advance_prefill()
         else:
             self.advance_greedy()
@@ -294,6 +296,12 @@ class NativeDecoder(Decoder):
         S = self.kv.position
         self.n_dev.fill(0)
         self.t_dev.fill(S)
+        ids = sampler.params.suppress  # the head kernel's argmax skips them (read from the device each step)
+        if len(ids) > MAX_SUPPRESS:
+            raise ValueError(f"native mode suppresses at most {MAX_SUPPRESS} token ids, got {len(ids)}")
+        if ids:
+            self.suppress[: len(ids)] = self.cp.asarray(ids, dtype=self.cp.int64)  # on the decoder's stream
+        self.n_suppress.fill(len(ids))
         self._pick(logits.array.reshape(-1)[last: last + self.vocab], sampler, 0, prefill=True)
         return S
 
