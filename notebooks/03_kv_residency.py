@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 03 · KV residency: bytes and time per decode step vs context
 #
-# The naive loop (`decoders.naive.naive_decode`: plain `session.run`) ships the KV cache to
+# The naive decoder (mode `naive`, `decoders.naive`: plain `session.run`) ships the KV cache to
 # onnxruntime and back every step; the resident CPU decoder binds it once and moves only the token's
 # embedding (+ position id and mask slot, 16 bytes) in and the logits out. Two attention variants:
 # `gqa` (fixed [1,kvh,max_length,D] buffers: naive moves the whole buffer) and `onnx` (KV grows by Concat).

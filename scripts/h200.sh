@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|native-tests|native|host-overhead|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|kernels-warm|profile   (REPEATS=N: bench-1b rounds)
+#   bash scripts/h200.sh tests|native-tests|native|host-overhead|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|ttft-1b|
+#        ttft-cpu|kernels-warm|profile   (REPEATS=N: bench-1b / ttft rounds)
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
 export VLMDECODE_GIT_SHA=${VLMDECODE_GIT_SHA:-$(cat .gitsha 2>/dev/null)}
@@ -12,7 +13,8 @@ case "$1" in
     # coverage with the CUDA-only decoders counted (.ci/coverage-gpu.toml), when pytest-cov is installed
     COV=$(python3 -c "import pytest_cov" 2>/dev/null && echo "--cov=vlmdecode --cov-config=.ci/coverage-gpu.toml \
 --cov-report=term-missing")
-    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py -v -p no:cacheprovider -o addopts="" $COV \
+    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py tests/test_prompt_path_cuda.py -v \
+        -p no:cacheprovider -o addopts="" $COV \
         --junitxml="$OUT/gpu_tests.xml" 2>&1 | cat /tmp/gpu_info.txt - | tee "$OUT/gpu_test_log.txt"
     python3 -m vlmdecode.cli demo --max-new-tokens 24 2>&1 | tee "$OUT/gpu_demo_log.txt"
     ;;
@@ -44,6 +46,17 @@ case "$1" in
     python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --layouts fused-cuda \
         --new-tokens 48 --repeats ${REPEATS:-3} --tag h200_matrix_gemma3-1b --out "$OUT" 2>&1 \
         | grep -v "plugin EP" | tail -n 30
+    ;;
+  ttft-1b)
+    # time to first token by phase: 1024-token text prompt and a 256-soft-token image prompt, every CUDA mode
+    # beside onnxruntime-genai eager/graph on the same folder, ids and pixel_values (vlmdecode.ttft)
+    python3 -m vlmdecode.cli bench run --ttft --presets gemma3-1b --devices cuda --layouts fused-cuda \
+        --repeats ${REPEATS:-10} --tag h200_ttft_gemma3-1b --out "$OUT" 2>&1 | grep -v "plugin EP" | tail -n 30
+    ;;
+  ttft-cpu)
+    # the same on the host CPU, small preset (text 256 and 1024 tokens, a 49-soft-token image prompt)
+    python3 -m vlmdecode.cli bench run --ttft --presets small --devices cpu --repeats ${REPEATS:-5} \
+        --tag h200_ttft_small_cpu --out "$OUT" 2>&1 | grep -v "plugin EP" | tail -n 20
     ;;
   kernels-warm)
     # the replayed fused-cuda step at the bench's capacity; then per-kernel times of the same step

@@ -284,7 +284,14 @@ def time_graph(launches, reps=15):
 GEMV_SHAPES = [(4, 1), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4)]
 PAIR_SHAPES = [(4, 2), (4, 4), (8, 2), (8, 4)]
 HEAD_SHAPES = [(8, 4), (8, 2), (4, 4), (8, 1)]
-ATTN_SHAPES = [(8, 128), (16, 128), (32, 128), (64, 128), (16, 256), (32, 256), (64, 256)]
+# (prefetch, chunk, threads); attention_pf at head_dim 256: chunk = key passes x warps
+ATTN_SHAPES = [(False, 8, 128), (False, 16, 128), (False, 32, 128), (False, 64, 128), (False, 16, 256),
+               (False, 32, 256), (False, 64, 256), (True, 4, 128), (True, 8, 128), (True, 16, 128), (True, 8, 256),
+               (True, 16, 256), (True, 32, 256)]
+
+
+def attn_key(window, pf, chunk, threads):
+    return f"{'global' if window is None else 'local'} {'pf' if pf else 'plain'} {chunk}x{threads}"
 
 
 @part("sweep_gemma3_1b_shapes")
@@ -302,7 +309,8 @@ def sweep():
         cases[f"down/{splits}"] = (H, I, splits, K.EPI_PLAIN, False, GEMV_SHAPES)
     gemvs = {(K.loads_per_lane(k // sp), rpw, epi)
              for rows, k, sp, epi, _, shapes in cases.values() for _, rpw in shapes}
-    fns = K.compile_module(gemvs, {D})
+    prefetch = {(D, K.attention_passes(D, c, th)) for pf, c, th in ATTN_SHAPES if pf}
+    fns = K.compile_module(gemvs, {D}, prefetch)
     f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
     out, rng_w = {}, lambda n: (cupy.random.standard_normal(n, dtype=cupy.float32) * 0.05).astype(cupy.float16)
     vec, resid, delta, w_a, w_b = f32(I), f32(H), f32((8, H)), f32(H), f32(H)
@@ -336,18 +344,18 @@ def sweep():
     ang = cupy.arange(cap)[:, None] * cupy.linspace(1e-4, 1.0, D // 2)[None]
     cos, sin = cupy.cos(ang).astype(cupy.float32), cupy.sin(ang).astype(cupy.float32)
     pos, o = cupy.asarray([t], cupy.int64), cupy.zeros(nq * D, cupy.float32)
-    part, counter = cupy.zeros(nq * (cap // 8 + 2) * (D + 2), cupy.float32), cupy.zeros(1, cupy.int32)
+    part, counter = cupy.zeros(nq * (cap // 4 + 2) * (D + 2), cupy.float32), cupy.zeros(1, cupy.int32)
     res = {}
     for window in (None, 512):
-        for chunk, threads in ATTN_SHAPES:
+        for pf, chunk, threads in ATTN_SHAPES:
             ls = [K.attention(fns, "attn", qkv, nq, 1, D, q_norm=norm, k_norm=norm, eps=1e-6, rope_cos=cos,
                               rope_sin=sin, pos=pos, K=k_, V=v_, window=window, scale=D**-0.5, softcap=None,
-                              part=part, counter=counter, out=o, chunk=chunk, threads=threads)
+                              part=part, counter=counter, out=o, chunk=chunk, threads=threads, prefetch=pf)
                   for k_, v_ in zip(Ks, Vs)] * 3
             ms = time_graph(ls)
             keys = t + 1 if window is None else window
-            res[f"{'global' if window is None else 'local'} {chunk}x{threads}"] = {
-                "us": ms * 1e3, "tb_per_s": 2 * keys * D * 2 / (ms * 1e-3) / 1e12}
+            res[attn_key(window, pf, chunk, threads)] = {"us": ms * 1e3,
+                                                         "tb_per_s": 2 * keys * D * 2 / (ms * 1e-3) / 1e12}
     out["attention"] = res
     log("attention", {c: round(r["us"], 2) for c, r in res.items()})
     return out
@@ -360,11 +368,11 @@ def tuned_shapes(sw):
     best = lambda d: tuple(int(v) for v in min(d, key=lambda c: d[c]["us"]).split("x"))  # noqa: E731
     down = min(((sp, c) for sp in (4, 6, 8) for c in sw[f"down/{sp}"]), key=lambda sc: sw[f"down/{sc[0]}"][sc[1]]["us"])
     att = sw["attention"]
-    chunk, threads = min(ATTN_SHAPES, key=lambda ct: 5 * att[f"local {ct[0]}x{ct[1]}"]["us"]
-                         + att[f"global {ct[0]}x{ct[1]}"]["us"])
+    pf, chunk, threads = min(ATTN_SHAPES,
+                             key=lambda a: 5 * att[attn_key(512, *a)]["us"] + att[attn_key(None, *a)]["us"])
     return Shapes(qkv=best(sw["qkv"]), o=best(sw["o"]), gate_up=best(sw["gate_up"]),
                   down=tuple(int(v) for v in down[1].split("x")), head=best(sw["head"]), slice_target=6912 // down[0],
-                  attn_chunk=chunk, attn_threads=threads)
+                  attn_chunk=chunk, attn_threads=threads, attn_prefetch=pf)
 
 
 @part("timing_tiny")

@@ -24,8 +24,8 @@ from vlmdecode.processor import demo_image
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_fixture(preset("tiny"), tmp_path_factory.mktemp("cli") / "tiny")
+def model(tiny_folder) -> Path:
+    return tiny_folder  # shared (conftest): copy to modify
 
 
 @pytest.fixture(scope="module")
@@ -221,13 +221,29 @@ def test_unreadable_image(model, tmp_path, capfd):
     assert_bad_input(*cli(capfd, "generate", "--model", model, "--prompt", "hi", "--image", tmp_path), "not a file")
 
 
-def test_wrong_size_image(model, tmp_path, capfd):
-    small = tmp_path / "small.png"
-    demo_image(16).save(small)
-    assert_bad_input(*cli(capfd, "generate", "--model", model, "--prompt", "hi", "--image", small), "16x16", "32x32")
-    gray = tmp_path / "gray.png"
-    demo_image(32).convert("L").save(gray)
-    assert_bad_input(*cli(capfd, "generate", "--model", model, "--prompt", "hi", "--image", gray), "RGB")
+def test_image_of_any_size_and_mode(model, tmp_path, capfd):
+    for name, im in (("small.png", demo_image(16)), ("gray.png", demo_image(32).convert("L")),
+                     ("rgba.png", demo_image(57).convert("RGBA"))):
+        im.save(tmp_path / name)
+        rc, out, err = cli(capfd, "generate", "--model", model, "--prompt", "hi", "--image", tmp_path / name,
+                           "--max-new-tokens", 3)
+        assert rc == 0 and "3 tokens" in out, (rc, out, err)
+
+
+def test_generation_error_prints_tokens(model, capfd, monkeypatch):
+    from vlmdecode.sampling import Sampler
+
+    real = Sampler.pick
+
+    def failing(self, row, step):
+        if step == 2:
+            raise ValueError("injected failure")
+        return real(self, row, step)
+
+    monkeypatch.setattr(Sampler, "pick", failing)
+    rc, out, err = cli(capfd, "generate", "--model", model, "--prompt", "hi", "--max-new-tokens", 5)
+    assert rc == EXIT_BAD_INPUT and "injected failure" in err and "2 token(s) generated before it" in err
+    assert len(err.strip().splitlines()) == 1  # one stderr line
 
 
 def test_prompt_too_long_for_max_length(model, capfd):

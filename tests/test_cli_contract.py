@@ -23,8 +23,8 @@ NOISE = REPO / "data" / "results" / "cpu_noise_tiny.csv"
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_fixture(preset("tiny"), tmp_path_factory.mktemp("contract") / "tiny")
+def model(tiny_folder) -> Path:
+    return tiny_folder  # shared (conftest): copy to modify
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_sigint_mid_run_every_subcommand(long_model, tmp_path, env):
         "demo": ["demo", "--max-new-tokens", 8],  # builds the tiny fixture in an empty cache first
         "build-fixture": ["build-fixture", "--preset", "small", "--out", tmp_path / "small"],
         "generate": ["generate", "--model", long_model / "text", "--prompt", "hi", "--max-new-tokens", 60000,
-                     "--stream", "--ignore-eos"],
+                     "--max-length", 65536, "--stream", "--ignore-eos"],
         "bench run": ["bench", "run", "--contexts", 16, "--new-tokens", 8, "--repeats", 100000, "--no-peer",
                       "--modes", "resident", "--out", tmp_path / "bench"],
         "bench compare": ["bench", "compare", fifo, NOISE],
@@ -167,7 +167,8 @@ def test_sigint_mid_run_every_subcommand(long_model, tmp_path, env):
 
 
 def _generate_process(model, n: int, env):
-    argv = ["generate", "--model", model / "text", "--prompt", "hi", "--max-new-tokens", n, "--stream", "--ignore-eos"]
+    argv = ["generate", "--model", model / "text", "--prompt", "hi", "--max-new-tokens", n, "--max-length", 65536,
+            "--stream", "--ignore-eos"]
     return subprocess.Popen([sys.executable, "-m", "vlmdecode.cli", *map(str, argv)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, cwd=REPO)
 

@@ -13,14 +13,13 @@ import onnx
 import pytest
 
 import vlmdecode
-from vlmdecode.fixture import build_fixture, preset
 from vlmdecode.modelfolder import ModelFolder, ModelFolderError
 from vlmdecode.ortenv import OnnxruntimeInstallError, check_single_onnxruntime
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_fixture(preset("tiny"), tmp_path_factory.mktemp("check") / "tiny")
+def model(tiny_folder) -> Path:
+    return tiny_folder  # shared (conftest): copy to modify
 
 
 @pytest.fixture

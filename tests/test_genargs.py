@@ -137,7 +137,7 @@ def test_huge_image_is_refused_from_its_header(pipe, tmp_path):
     with pytest.raises(ProcessorError, match=f"12000x12000 = 144000000 pixels; at most {MAX_IMAGE_PIXELS}"):
         pipe.generate("hi", image=path, max_new_tokens=1)
     with pytest.raises(ProcessorError, match="at most"):
-        pipe.processor.preprocess(np.zeros((9000, 8000, 3), np.uint8), resize=True)
+        pipe.processor.preprocess(np.zeros((9000, 8000, 3), np.uint8))
 
 
 def test_huge_prompt_is_refused_before_tokenising(pipe):

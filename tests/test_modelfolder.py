@@ -17,14 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vlmdecode.fixture import build_fixture, preset
+from vlmdecode.fixture import preset
 from vlmdecode.modelfolder import CONFIG_NAME, ModelFolder, ModelFolderError
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("modelfolder")
-    return {a: build_fixture(preset("tiny", attention=a), root / a) for a in ("gqa", "onnx")}
+def folders(fixture_folder):
+    return {a: fixture_folder("tiny", attention=a) for a in ("gqa", "onnx")}  # shared (conftest): copy to modify
 
 
 @pytest.fixture(scope="module")

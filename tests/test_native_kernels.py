@@ -36,6 +36,14 @@ def test_split_k_and_loads_per_lane():
         K.split_k(100)
 
 
+def test_attention_prefetch_passes():
+    assert K.attention_passes(256, 16, 128) == 4 and K.attention_passes(256, 32, 256) == 4
+    assert K.attention_passes(16, 64, 128) == 1 and K.attention_name(256, 4) == "attention_pf<256,4>"
+    for chunk, threads in ((24, 128), (64, 128), (2, 128)):
+        with pytest.raises(K.KernelShapeError, match="passes"):
+            K.attention_passes(256, chunk, threads)
+
+
 def test_attention_geometry():
     assert K.attention_layout(256) == (1, 32) and K.attention_layout(16) == (1, 2)
     assert K.attention_layout(512) == (2, 32) and K.attention_layout(64) == (1, 8)
@@ -59,12 +67,13 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]
     inst = [f"template __global__ void gemv<{nv},{rpw},{epi}>({sig});" for nv, rpw, epi in shapes]
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
+    inst += [f"template __global__ void attention_pf<{d},{kw}>({att});" for d, kw in ((16, 4), (256, 4), (64, 1))]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 11, r.stderr[-3000:]  # 8 gemv, 2 attention, advance
+    assert len(fns) == 14, r.stderr[-3000:]  # 8 gemv, 2 attention, 3 attention_pf, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)

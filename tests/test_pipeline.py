@@ -23,6 +23,7 @@ from vlmdecode.buffers import allocate
 from vlmdecode.decoders.base import DecoderError
 from vlmdecode.fixture import preset
 from vlmdecode.fixture.config import IMAGE_TOKEN_ID
+from vlmdecode.generation import GenerationError
 from vlmdecode.ortenv import OnnxruntimeInstallError, check_single_onnxruntime, installed_ort_distributions
 from vlmdecode.peer import genai_available, genai_greedy
 from vlmdecode.processor import ProcessorError, demo_image
@@ -365,23 +366,28 @@ def test_nan_logits(folders, image, monkeypatch, where):
 
     monkeypatch.setattr(pipe.decoder, where, poisoned)
     step = 1 if where == "step" else 0
-    with pytest.raises(NonFiniteLogitsError, match=f"step {step}") as e:
+    # after the first token: a GenerationError carrying what was made; at the prefill: the error itself
+    want = GenerationError if step else NonFiniteLogitsError
+    with pytest.raises(want, match=f"step {step}") as e:
         run(pipe, image=image, n=6)
-    assert e.value.step == step
-    with pytest.raises(NonFiniteLogitsError, match=f"step {step}"):
+    cause = e.value.__cause__ if step else e.value
+    assert isinstance(cause, NonFiniteLogitsError) and cause.step == step
+    if step:
+        assert e.value.step == step and e.value.tokens == good[:step]  # the tokens made before the error survive
+    with pytest.raises(want, match=f"step {step}") as e:
         list(pipe.stream(PROMPT, image=image, max_new_tokens=6))
+    if step:
+        assert e.value.tokens == good[:step]
     monkeypatch.undo()
     assert run(pipe, image=image, n=6).tokens == good  # the pipeline recovers
 
 
-def test_bad_images(pipes, image, tmp_path):
+def test_images_of_any_size_and_mode(pipes, image, tmp_path):
+    """Any size and mode is resized / converted as the config says; a missing or corrupt file is refused."""
     pipe = pipes["gqa"]
-    with pytest.raises(ProcessorError, match="32x32"):
-        run(pipe, image=demo_image(16), n=2)
-    with pytest.raises(ProcessorError, match="RGB"):
-        run(pipe, image=image.convert("L"), n=2)
-    with pytest.raises(ProcessorError, match="RGB"):
-        run(pipe, image=image.convert("RGBA"), n=2)
+    for other in (demo_image(16), demo_image(57).convert("RGBA"), image.convert("L"), image.convert("P")):
+        out = run(pipe, image=other, n=4)
+        assert len(out.tokens) == 4
     with pytest.raises(ProcessorError, match="does not exist"):
         run(pipe, image=tmp_path / "missing.png", n=2)
     (tmp_path / "junk.png").write_bytes(b"not a png")
@@ -390,6 +396,9 @@ def test_bad_images(pipes, image, tmp_path):
     image.save(tmp_path / "ok.png")
     assert run(pipe, image=tmp_path / "ok.png", n=4).tokens == run(pipe, image=image, n=4).tokens
     assert run(pipe, image=np.asarray(image), n=4).tokens == run(pipe, image=image, n=4).tokens
+    assert list(pipe.stream(PROMPT, image=demo_image(40), max_new_tokens=3))  # stream resizes as well
+    with pytest.raises(TypeError, match="'resize' is not accepted: every image is resized"):
+        run(pipe, image=image, n=2, resize=True)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -405,10 +414,14 @@ def test_generated_image_token(folders, image, monkeypatch, variant):
         return out
 
     monkeypatch.setattr(pipe.decoder, "prefill", prefill)
-    with pytest.raises(ValueError, match=f"image soft token \\(id {IMAGE_TOKEN_ID}\\) at step 0"):
-        run(pipe, image=image, n=4)
-    assert run(pipe, image=image, n=4, stop=[IMAGE_TOKEN_ID]).tokens == [IMAGE_TOKEN_ID]
-    assert run(pipe, image=image, n=1).tokens == [IMAGE_TOKEN_ID]  # nothing to feed back after the last token
+    # suppressed by default (it cannot be fed back): the next best token instead, and generation goes on
+    out = run(pipe, image=image, n=4).tokens
+    assert IMAGE_TOKEN_ID not in out and len(out) == 4
+    with pytest.raises(GenerationError, match=f"image soft token \\(id {IMAGE_TOKEN_ID}\\) at step 0") as e:
+        run(pipe, image=image, n=4, suppress_tokens=())
+    assert e.value.tokens == [IMAGE_TOKEN_ID]
+    assert run(pipe, image=image, n=4, stop=[IMAGE_TOKEN_ID], suppress_tokens=()).tokens == [IMAGE_TOKEN_ID]
+    assert run(pipe, image=image, n=1, suppress_tokens=()).tokens == [IMAGE_TOKEN_ID]  # nothing fed back after it
 
 
 def test_image_on_text_model(pipes, image):

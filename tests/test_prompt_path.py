@@ -174,3 +174,14 @@ def test_genai_runs_the_pruned_folder_to_the_same_tokens(folders, image):
     ours = pipe.generate(PROMPT, image=image, max_new_tokens=N, stop=()).tokens
     peer = genai_greedy(folders["pruned"], ids, N, pixel_values=pipe.processor.preprocess([image]))
     assert peer.tokens == ours and not peer.finished_early
+
+
+def test_prompt_sessions_do_not_spin_into_the_prefill(folders):
+    """Vision and embedding run once per prompt: their intra-op threads sleep after a run instead of spinning
+    on, taking CPU from the decoder's prefill that follows; the decoder's threads spin as before."""
+    pipe = vlmdecode.load(folders["full"], "cpu")
+    key = "session.intra_op.allow_spinning"
+    for sess in (pipe.vision, pipe.embedding):
+        assert sess.get_session_options().get_session_config_entry(key) == "0"
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        pipe.decoder.session.get_session_options().get_session_config_entry(key)

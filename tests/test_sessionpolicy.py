@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import vlmdecode
-from vlmdecode.fixture import build_fixture, preset
 from vlmdecode.fixture.cache import FixtureCacheError, ensure_fixture
 from vlmdecode.modelfolder import ModelFolder, ModelFolderError
 from vlmdecode.peer import genai_available, genai_greedy, load_genai_model
@@ -22,8 +21,8 @@ needs_genai = pytest.mark.skipif(not genai_available(), reason="onnxruntime-gena
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory) -> Path:
-    return build_fixture(preset("tiny"), tmp_path_factory.mktemp("policy") / "tiny")
+def model(tiny_folder) -> Path:
+    return tiny_folder  # shared (conftest): copy to modify
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from .ortenv import check_single_onnxruntime
 check_single_onnxruntime()  # onnxruntime and onnxruntime-gpu side by side overwrite each other
 
 __version__ = "0.1.0"
-__all__ = ["load", "Pipeline", "GenerationResult", "StepRecord", "__version__"]
+__all__ = ["load", "Pipeline", "GenerationResult", "GenerationError", "StepRecord", "__version__"]
 
 
 def __getattr__(name: str):
@@ -20,4 +20,8 @@ def __getattr__(name: str):
         from . import pipeline
 
         return getattr(pipeline, name)
+    if name == "GenerationError":
+        from .generation import GenerationError
+
+        return GenerationError
     raise AttributeError(f"module 'vlmdecode' has no attribute {name!r}")

@@ -81,7 +81,7 @@ def cmd_build(args) -> int:
 def cmd_generate(args) -> int:
     import vlmdecode
 
-    pipe = vlmdecode.load(args.model, args.device, args.mode)
+    pipe = vlmdecode.load(args.model, args.device, args.mode, max_length=args.max_length)
     kw = dict(max_new_tokens=args.max_new_tokens, do_sample=args.do_sample, temperature=args.temperature,
               top_k=args.top_k, top_p=args.top_p, min_p=args.min_p, seed=args.seed,
               stop=() if args.ignore_eos else None)
@@ -164,13 +164,16 @@ def parser() -> argparse.ArgumentParser:
                    help=f"decode mode, one of {', '.join(modes.PIPELINE)} (vlmdecode.modes); default: resident on "
                         "cpu, graph on cuda")
     g.add_argument("--max-new-tokens", type=int, default=32)
+    g.add_argument("--max-length", type=int, default=None,
+                   help="KV capacity (prompt + new tokens); default min(the folder's max_length, 4096)")
     g.add_argument("--stream", action="store_true")
     g.add_argument("--ignore-eos", action="store_true", help="generate exactly --max-new-tokens tokens")
-    g.add_argument("--do-sample", action="store_true")
-    g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--min-p", type=float, default=0.0)
+    # sampling: unset = the folder's genai_config.json search defaults (as onnxruntime-genai applies them)
+    g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--temperature", type=float, default=None)
+    g.add_argument("--top-k", type=int, default=None)
+    g.add_argument("--top-p", type=float, default=None)
+    g.add_argument("--min-p", type=float, default=None)
     g.add_argument("--seed", type=int, default=None)
     be = sub.add_parser("bench", help="benchmarks; 'bench compare BASE NEW' for a regression report", parents=[common])
     bsub = be.add_subparsers(dest="bench_cmd", required=True)
@@ -216,6 +219,9 @@ def _outcome(e: BaseException) -> tuple[int, str]:
         return EXIT_INTERNAL, f"out of memory ({_one_line(e)}); rerun with --debug for the traceback"
     from .sessions import CudaUnavailableError
 
+    if hasattr(e, "tokens") and e.__cause__ is not None:  # a GenerationError: the tokens made before it too
+        code, line = _outcome(e.__cause__)
+        return code, f"{line}; {len(e.tokens)} token(s) generated before it: {e.tokens}"
     if isinstance(e, (*BAD_INPUT, CudaUnavailableError)):
         return EXIT_BAD_INPUT, f"error: {_one_line(e)}"
     if not isinstance(e, Exception):  # SystemExit from a handler, GeneratorExit: not ours to swallow

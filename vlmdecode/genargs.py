@@ -40,6 +40,7 @@ HF_KEYWORDS = {
     "use_cache": "the KV cache is always used",
     "return_dict_in_generate": "the result always carries tokens, text and per-step records",
     "output_scores": "the result carries tokens, text and per-step records, no scores",
+    "resize": "every image is resized (and converted to RGB) as the folder's image config says; nothing to pass",
 }
 
 

@@ -1,8 +1,13 @@
 """KV caches for the decoder, allocated once, with an explicit position.
 
-`FixedKV` ("shared" layout, GroupQueryAttention): per layer K and V of [B, kv_heads, max_length,
+`FixedKV` ("shared" layout, GroupQueryAttention): per layer K and V of [B, kv_heads, C_i,
 head_dim], bound as BOTH past_key_values.i.* and present.i.* so the kernel writes the new rows in
 place; nothing is ever reallocated or copied, and the addresses stay fixed (capture-safe).
+C_i is the decoder's max_length, except for a layer exported with a windowed cache
+(GroupQueryAttention sliding_window_cache=1, see graphinfo): there C_i = `layer_capacities`' choice,
+as onnxruntime-genai sizes it (CUDA: exactly the window, which its kernel requires; CPU: window + 16
+unless model.decoder.sliding_window.cache_slack says otherwise). The kernel keeps the last L <= C_i
+positions at rows [0, L) and evicts from the front itself; seqlens_k and the mask stay absolute.
 
 `ConcatKV` ("concat" layout, standard ops): the graph returns present = Concat(past, new), so each
 step's present OrtValues (left where onnxruntime allocated them) are bound as the next step's past.
@@ -22,6 +27,24 @@ import numpy as np
 
 from .buffers import allocate
 from .devices import Device
+
+CPU_WINDOW_SLACK = 16  # onnxruntime-genai's CPU default: positions kept beyond a window (amortises compaction)
+
+
+def layer_capacities(windows, max_length: int, device: Device, cache_slack: int = 0) -> list[int]:
+    """KV positions to allocate per layer: max_length, or for a windowed-cache layer (window W) W on CUDA
+    and W + (cache_slack or CPU_WINDOW_SLACK) on CPU, never more than max(W, max_length) and never below W
+    (onnxruntime rejects C < W). `windows`: per layer W or None (ModelFolder.info.windows)."""
+    if device.is_cuda and cache_slack:
+        raise ValueError(f"model.decoder.sliding_window.cache_slack is {cache_slack}; onnxruntime's CUDA "
+                         "GroupQueryAttention requires a windowed KV cache of exactly the window (cache_slack 0)")
+    slack = 0 if device.is_cuda else (cache_slack or CPU_WINDOW_SLACK)
+    return [max_length if w is None else max(w, min(w + slack, max_length)) for w in windows]
+
+
+def kv_nbytes(capacities, kv_heads: int, head_dim: int, dtype, batch: int = 1) -> int:
+    """Bytes of the K and V buffers FixedKV allocates for these per-layer capacities."""
+    return 2 * batch * kv_heads * head_dim * np.dtype(dtype).itemsize * sum(int(c) for c in capacities)
 
 
 class _Position:
@@ -47,11 +70,12 @@ class _Position:
 class FixedKV(_Position):
     layout = "shared"
 
-    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, max_length: int, dtype, device: Device,
+    def __init__(self, capacities, kv_heads: int, head_dim: int, max_length: int, dtype, device: Device,
                  batch: int = 1):
-        shape = (batch, kv_heads, max_length, head_dim)
-        self.keys = [allocate(shape, dtype, device) for _ in range(n_layers)]
-        self.values = [allocate(shape, dtype, device) for _ in range(n_layers)]
+        """capacities: positions per layer (`layer_capacities`); max_length: positions of the sequence."""
+        self.capacities = [int(c) for c in capacities]
+        self.keys = [allocate((batch, kv_heads, c, head_dim), dtype, device) for c in self.capacities]
+        self.values = [allocate((batch, kv_heads, c, head_dim), dtype, device) for c in self.capacities]
         self.max_length = self.limit = max_length
 
     @property
@@ -116,14 +140,16 @@ class HostKV(_Position):
 
     layout = "host"
 
-    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype, fixed_length: int, batch: int = 1):
-        self.shape = (batch, kv_heads, fixed_length, head_dim)
+    def __init__(self, n_layers: int, kv_heads: int, head_dim: int, dtype, fixed_length, batch: int = 1):
+        """fixed_length: positions of every layer's buffer (0: grows), or a list per layer (`layer_capacities`)."""
+        lengths = list(fixed_length) if isinstance(fixed_length, (list, tuple)) else [fixed_length] * n_layers
+        self.shapes = [(batch, kv_heads, n, head_dim) for n in lengths]
         self.dtype = np.dtype(dtype)
         self.n_layers = n_layers
         self.reset()
 
     def reset(self) -> None:
-        self.arrays = [np.zeros(self.shape, self.dtype) for _ in range(2 * self.n_layers)]  # k0, v0, k1, ...
+        self.arrays = [np.zeros(s, self.dtype) for s in self.shapes for _ in range(2)]  # k0, v0, k1, ...
         self._position = 0
 
     @property

@@ -1,6 +1,6 @@
 """Image + prompt -> text: the VLM pipeline over a model folder, on CPU or CUDA.
 
-    image ─► Processor.preprocess ─► pixel_values [1,3,S,S]
+    image ─► Processor.preprocess ─► pixel_values [1,3,H,W]   (any size and mode, resized as the folder says)
                                         │ vision:    pixel_values -> image_features [n,H]     (cached per image)
     prompt ─► Processor.encode_prompt ─► input_ids [1,S]
                                         │ embedding: input_ids (+ image_features) -> inputs_embeds [1,S,H]
@@ -28,11 +28,12 @@ import numpy as np
 from . import modes
 from .devices import Device, parse_device
 from .genargs import check_embeds, check_ids, check_keywords, check_max_new_tokens, check_stop
+from .generation import GENERATION_ARGS, GenerationError, call_params
 from .modelfolder import ModelFolder
-from .pipestate import GenerationGuard
+from .pipestate import GenerationGuard, PipelineBusyError, StaleStreamError
 from .processor import Processor
 from .prompt_path import PhaseTimer, PromptPath
-from .sampling import Sampler, SamplingParams
+from .sampling import Sampler, SamplingParams  # noqa: F401 (SamplingParams: annotations)
 from .sessions import make_session
 from .transfers import Transfers
 
@@ -131,7 +132,8 @@ class Pipeline:
         if prompt_len + max_new_tokens > limit:
             raise ValueError(
                 f"prompt ({prompt_len} tokens) + max_new_tokens ({max_new_tokens}) = {prompt_len + max_new_tokens} "
-                f"exceeds max_length {limit} of {self.folder.root.name}"
+                f"exceeds max_length {limit}, the KV capacity of this pipeline over {self.folder.root.name}; load it "
+                f"with a larger max_length= (at most its context_length {self.folder.context_length})"
             )
 
     def _need_processor(self) -> None:
@@ -180,18 +182,22 @@ class Pipeline:
                **kw):
         """Yield a StepRecord per generated token (see `generate` for the arguments)."""
         t0 = time.perf_counter()
-        params = SamplingParams(**check_keywords(kw, also=("stop", "chat_template")))
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS, also=("stop", "chat_template")))
         yield from self._generate(lambda: self._stage(*self._encode(prompt, image, chat_template)),
                                   max_new_tokens, t0, params, stop)
 
     def generate(self, prompt: str, image=None, max_new_tokens: int = 32, **kw) -> GenerationResult:
-        """Hugging Face-style generate: greedy by default; do_sample with temperature/top_k/top_p/min_p/seed.
+        """Hugging Face-style generate. do_sample / temperature / top_k / top_p / seed default to the folder's
+        genai_config.json `search` values (greedy when it says do_sample false), min_p to 0; any given here win.
 
         stop: token ids that end generation (default: the model's eos ids; () never stops).
+        suppress_tokens: ids never generated (default: the tokens the decoder cannot take back, i.e. the
+        image soft token of an inputs_embeds decoder; () = none). An error while decoding is a
+        GenerationError whose .tokens holds what was made before it.
         """
         t0 = time.perf_counter()
         chat_template, stop = kw.pop("chat_template", True), kw.pop("stop", None)
-        params = SamplingParams(**check_keywords(kw, also=("stop", "chat_template")))
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS, also=("stop", "chat_template")))
         stage = lambda: self._stage(*self._encode(prompt, image, chat_template))  # noqa: E731
         return self._result(list(self._generate(stage, max_new_tokens, t0, params, stop)))
 
@@ -202,7 +208,7 @@ class Pipeline:
         x = check_embeds(inputs_embeds, self.folder.info.hidden_size).astype(self.dtype)
         t0 = time.perf_counter()
         stop = kw.pop("stop", None)
-        params = SamplingParams(**check_keywords(kw))
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS))
         return self._result(list(self._generate(lambda: x, max_new_tokens, t0, params, stop)))
 
     def generate_from_ids(self, input_ids: np.ndarray, max_new_tokens: int = 32, _t0: float | None = None,
@@ -212,7 +218,7 @@ class Pipeline:
         ids = check_ids(input_ids, self.folder.vocab_size)
         t0 = _t0 if _t0 is not None else time.perf_counter()
         stop = kw.pop("stop", None)
-        params = SamplingParams(**check_keywords(kw))
+        params = call_params(self.folder, **check_keywords(kw, GENERATION_ARGS))
 
         def stage():
             feats = None
@@ -266,25 +272,31 @@ class Pipeline:
             yield from self.decoder.generate(x, max_new_tokens, Sampler(params))
 
         tokens = self._guard.tokens(run())  # PipelineBusyError / StaleStreamError instead of a shared cache
+        made: list[int] = []  # what a GenerationError carries when the loop fails after the first token
         with contextlib.closing(tokens):  # an abandoned stream ends the decoder's generation now
             start = t0
-            for step, token in enumerate(tokens):
-                if step == 0:
-                    self.timer.mark("first_pick")
-                now = clock()
-                if step == 0:
-                    self.last_ttft_breakdown = self.timer.breakdown()  # the first token is on the host
-                    records[0] = records[0] + prompt_bytes  # the prompt path's bytes are step 0's too
-                final = token in stop or step + 1 == max_new_tokens
-                # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
-                text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
-                b = records[step]
-                yield StepRecord(step, token, text, now - start, clock() - now, b.h2d, b.d2h, b.kv,
-                                 self._prompt_len + step)
-                if token in stop:
-                    return
-                start = clock()
-
+            try:
+                for step, token in enumerate(tokens):
+                    made.append(token)
+                    if step == 0:
+                        self.timer.mark("first_pick")
+                    now = clock()
+                    if step == 0:
+                        self.last_ttft_breakdown = self.timer.breakdown()  # the first token is on the host
+                        records[0] = records[0] + prompt_bytes  # the prompt path's bytes are step 0's too
+                    final = token in stop or step + 1 == max_new_tokens
+                    # the last piece includes the detokenizer's pending bytes: the pieces join to result.text
+                    text = (detok.put(token) + (detok.flush() if final else "")) if detok else ""
+                    b = records[step]
+                    yield StepRecord(step, token, text, now - start, clock() - now, b.h2d, b.d2h, b.kv,
+                                     self._prompt_len + step)
+                    if token in stop:
+                        return
+                    start = clock()
+            except Exception as e:  # noqa: BLE001 -- a failure after the first token keeps the tokens made
+                if not made or isinstance(e, (GenerationError, PipelineBusyError, StaleStreamError)):
+                    raise  # nothing generated yet (the prompt's or the prefill's own error), or a misuse
+                raise GenerationError.wrap(e, made) from e
 
 def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, max_length: int | None = None,
          threads: int = 0, **options) -> Pipeline:
@@ -299,7 +311,7 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
 
     device = parse_device(device)
     folder = ModelFolder.load(model_dir)
-    processor = Processor.load(model_dir) if (folder.root / "tokenizer.json").is_file() else None
+    processor = Processor.load(folder.root, folder) if (folder.root / "tokenizer.json").is_file() else None
     if device.is_cuda:
         from .sessions import check_cuda
 
@@ -310,7 +322,8 @@ def load(model_dir, device: str | Device = "cpu", mode: str | None = None, *, ma
     module, _, name = m.factory.partition(":")
     decoder = getattr(importlib.import_module(module), name)(folder, device, m.name, max_length=max_length,
                                                              threads=threads, **options)
-    sess = lambda c: make_session(c, device, threads=threads, stream_ptr=decoder.stream_ptr)  # noqa: E731
+    # vision and embedding run once per prompt: their threads must not spin on into the decoder's prefill
+    sess = lambda c: make_session(c, device, threads=threads, stream_ptr=decoder.stream_ptr, spin=False)  # noqa: E731
     vision = sess(folder.vision) if folder.vision else None
     embedding = sess(folder.embedding) if folder.embedding else None
     return Pipeline(folder, device, m.name, processor, vision, embedding, decoder)

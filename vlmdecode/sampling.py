@@ -17,7 +17,9 @@ Filters (`filter_logits`) run in the order Hugging Face's `generate` applies its
     4. min-p         keep tokens with p >= min_p * p_max over softmax of what top-p left, computed as
                      exp(logit - max logit) >= min_p (the ratio does not depend on normalisation)
 
-Removed tokens become -inf. Every filter keeps the top token, so a row never empties. Input logits may be
+`SamplingParams.suppress` ids are set to -inf first, in greedy and sampling alike (transformers'
+`suppress_tokens`): they are never picked. Removed tokens become -inf. Every filter keeps the top
+token, so a row never empties. Input logits may be
 float16, float32 or float64 and may hold -inf (already masked tokens); NaN and +inf raise
 `NonFiniteLogitsError` (a ValueError), as does a row in which every token is -inf. All arithmetic is float64:
 top-p and the sampling CDF sum probabilities over the whole vocabulary (262k for Gemma 3), where float32
@@ -79,6 +81,7 @@ class SamplingParams:
     top_p: float = 1.0
     min_p: float = 0.0
     seed: int | None = None
+    suppress: tuple = ()  # token ids never picked: -inf before greedy and before the filters (HF suppress_tokens)
 
     def __post_init__(self) -> None:
         # One exception type, ValueError, for every bad field, wrong types included.
@@ -95,6 +98,9 @@ class SamplingParams:
             raise ValueError(f"min_p must be a number with 0 <= min_p < 1 (0 = off), got {self.min_p!r}")
         if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < 2**64):
             raise ValueError(f"seed must be None or an integer in [0, 2**64) (the Philox key), got {self.seed!r}")
+        if isinstance(self.suppress, (str, bytes)) or not all(_is_int(i) and i >= 0 for i in self.suppress):
+            raise ValueError(f"suppress must be a sequence of token ids >= 0, got {self.suppress!r}")
+        object.__setattr__(self, "suppress", tuple(int(i) for i in self.suppress))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -186,8 +192,18 @@ def _min_p(x: Array, min_p: float, xp: Any) -> Array:
     return xp.where(ratio >= min_p, x, -xp.inf)
 
 
+def _suppressed(x: Array, ids: tuple, xp: Any) -> Array:
+    """x with the columns `ids` (those inside the vocabulary) at -inf; x itself when there are none."""
+    cols = [i for i in ids if i < x.shape[-1]]
+    if not cols:
+        return x
+    x = x.copy()
+    x[:, cols] = -xp.inf
+    return x
+
+
 def _filter(logits: Array, params: SamplingParams, xp: Any) -> Array:
-    x = logits.astype(xp.float64)  # [B, V], a copy
+    x = _suppressed(logits.astype(xp.float64), params.suppress, xp)  # [B, V], a copy
     if params.temperature != 1.0:
         x = x / params.temperature
     x = _top_k(x, params.top_k, xp)
@@ -262,10 +278,13 @@ def sample(logits: Array, params: SamplingParams, uniform: Array | None = None, 
     """
     xp = array_module(logits)
     if not params.do_sample and xp is np:
-        return _greedy_host(logits, step)  # the checks below, folded into the argmax's own passes
+        ids = _greedy_host(logits, step)  # the checks below, folded into the argmax's own passes
+        if params.suppress and np.isin(ids, params.suppress).any():  # rare: mask a copy and pick again
+            ids = _greedy_host(_suppressed(logits, params.suppress, np), step)
+        return ids
     check_finite(logits, step)
     if not params.do_sample:
-        return xp.argmax(logits, axis=-1).astype(xp.int64)
+        return xp.argmax(_suppressed(logits, params.suppress, xp), axis=-1).astype(xp.int64)
     if uniform is None:
         raise ValueError("sample: do_sample=True needs `uniform`, one draw in [0, 1) per batch row")
     u = xp.asarray(uniform, dtype=xp.float64).reshape(-1)  # [B]
@@ -283,7 +302,7 @@ def sample_unchecked(logits: Array, params: SamplingParams, uniform: Array) -> A
     bad = (xp.isnan(logits) | (logits == xp.inf) | (logits == -xp.inf).all(axis=-1, keepdims=True)).any(axis=-1)
     clean = xp.where(bad[:, None], 0, logits)  # any finite row: its draw is discarded below
     if not params.do_sample:
-        ids = xp.argmax(clean, axis=-1).astype(xp.int64)
+        ids = xp.argmax(_suppressed(clean, params.suppress, xp), axis=-1).astype(xp.int64)
     else:
         u = xp.asarray(uniform, dtype=xp.float64).reshape(-1)
         ids = _inverse_cdf(_softmax(_filter(clean, params, xp), xp), u, xp)
@@ -374,9 +393,9 @@ class Sampler:
         if not self.params.do_sample:
             if row.dtype != np.float16 or row.shape[0] <= 4096:
                 i = int(row.argmax())  # NaN: numpy returns the first NaN, so the test below catches it
-                if math.isfinite(row[i]):
+                if math.isfinite(row[i]) and i not in self.params.suppress:
                     return i
-            return int(_greedy_host(row[None], step)[0])
+            return int(sample(row[None], self.params, None, step=step)[0])  # bit-level passes; suppress masks
         return int(sample(row[None], self.params, self.uniform(step), step=step)[0])
 
     def __call__(self, logits: Array, step: int | None = None) -> Array:

@@ -68,10 +68,14 @@ def check_cuda(device: Device) -> None:
 
 
 def session_options(*, log_severity: int | None = None, profile_prefix: str | None = None, threads: int = 0,
-                    folder_options: dict | None = None):
-    """onnxruntime SessionOptions: ours, then the folder's safe subset (`sessionpolicy`), then `threads`."""
+                    folder_options: dict | None = None, spin: bool = True):
+    """onnxruntime SessionOptions: ours, then the folder's safe subset (`sessionpolicy`), then `threads`.
+    spin=False: the intra-op threads sleep when a run ends instead of spinning (sessions that run once per
+    prompt, whose spinning threads would take the CPU from the decoder's prefill right after them)."""
     so = ort().SessionOptions()
     so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")  # see node_assignment()
+    if not spin:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     so.log_severity_level = _log_severity if log_severity is None else log_severity
     if _log_severity == 4:
         ort().set_default_logger_severity(4)
@@ -88,7 +92,7 @@ def session_options(*, log_severity: int | None = None, profile_prefix: str | No
 
 def make_session(path: str | Path, device: Device | str = "cpu", *, cuda_graph: bool = False,
                  stream_ptr: int | None = None, log_severity: int | None = None, profile_prefix: str | None = None,
-                 threads: int = 0, provider_options: dict | None = None):
+                 threads: int = 0, provider_options: dict | None = None, spin: bool = True):
     """An InferenceSession for `path` on `device`. CUDA sessions are checked; never a CPU fallback.
 
     path: an ONNX file, or a `modelfolder.Component` (its file, with the safe subset of the
@@ -101,7 +105,7 @@ def make_session(path: str | Path, device: Device | str = "cpu", *, cuda_graph: 
     if provider_options and not device.is_cuda:
         raise ValueError(f"provider_options {sorted(provider_options)} are CUDA provider options; device is cpu")
     so = session_options(log_severity=log_severity, profile_prefix=profile_prefix, threads=threads,
-                         folder_options=folder_options)
+                         folder_options=folder_options, spin=spin)
     if not device.is_cuda:
         if cuda_graph:
             raise ValueError("cuda_graph=True needs a CUDA device, got cpu")

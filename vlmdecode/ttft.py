@@ -43,9 +43,9 @@ def image_prompt_ids(n_image_tokens: int, text_tokens: int = IMAGE_TEXT_TOKENS, 
 
     bos, boi, img, eoi = BOS_ID, START_OF_IMAGE_ID, IMAGE_TOKEN_ID, END_OF_IMAGE_ID
     if processor is not None:
-        tok, spec = processor.tokenizer, processor.spec
-        bos, img = processor.bos_token_id, spec.image_token_id
-        boi, eoi = tok.token_to_id(spec.boi_token), tok.token_to_id(spec.eoi_token)
+        tok, (boi_text, _, eoi_text) = processor.tokenizer, processor.image_tokens
+        bos, img = processor.bos_token_id, processor.image_token_id
+        boi, eoi = tok.token_to_id(boi_text), tok.token_to_id(eoi_text)
     text = prompt_ids(text_tokens + 1, seed)[0, 1:]
     return np.concatenate([np.array([bos, boi] + [img] * n_image_tokens + [eoi], np.int64), text])[None]
 
@@ -136,9 +136,9 @@ def run_folder(folder_dir, device, modes, contexts, repeats, image=True, image_t
     prompts = [("text", prompt_ids(c)) for c in contexts]
     px, folder = None, ModelFolder.load(folder_dir)
     if image and folder.vision is not None:
-        proc = Processor.load(folder_dir)
-        px = proc.preprocess([demo_image(proc.spec.size)], dtype=np.dtype(folder.info.dtype))
-        prompts.append(("image", image_prompt_ids(proc.spec.tokens_per_image, image_text_tokens, processor=proc)))
+        proc = Processor.load(folder_dir, folder)
+        px = proc.preprocess([demo_image(proc.spec.height)], dtype=np.dtype(folder.info.dtype))
+        prompts.append(("image", image_prompt_ids(proc.tokens_per_image, image_text_tokens, processor=proc)))
     capacity = max(ids.shape[1] for _, ids in prompts) + 8
     want = [m for m in (modes or (CUDA_MODES if dev.is_cuda else CPU_MODES)) if peer or not m.startswith("genai")]
     loaded, scenarios = {}, []

@@ -50,7 +50,7 @@ import numpy as np
 
 from ..buffers import Buffer, allocate, host_array
 from ..devices import Device
-from ..kvcache import ConcatKV, FixedKV
+from ..kvcache import ConcatKV, FixedKV, layer_capacities
 from ..modelfolder import ModelFolder
 from ..prompt_path import PrefillBuffers, Staged
 from ..transfers import Transfers
@@ -61,15 +61,9 @@ class DecoderError(RuntimeError):
 
 
 def check_max_length(folder: ModelFolder, max_length: int | None) -> int:
-    """The KV capacity to allocate: `max_length`, checked against the model's context length, or the folder's."""
-    if max_length is None:
-        return folder.max_length
-    ctx = folder.raw.get("model", {}).get("context_length")
-    limit = max(folder.max_length, ctx if isinstance(ctx, int) and not isinstance(ctx, bool) else 0)
-    if not isinstance(max_length, int) or isinstance(max_length, bool) or not 1 < max_length <= limit:
-        raise ValueError(f"max_length={max_length!r} must be an int in [2, {limit}] (the model's context "
-                         f"length, from {folder.root.name}/genai_config.json)")
-    return max_length
+    """The KV capacity to allocate: ModelFolder.capacity's rule (max_length= checked against the context
+    length, else min(the folder's max_length, modelfolder.DEFAULT_CAPACITY))."""
+    return folder.capacity(max_length)
 
 
 class Decoder:
@@ -173,7 +167,9 @@ class BoundDecoder(Decoder):
         self.past_names = info.past_names(dec)
         self.present_names = info.present_names(dec)
         if info.kv_layout == "shared":
-            self.kv = FixedKV(info.num_layers, info.num_kv_heads, info.head_size, self.max_length, self.dtype, device)
+            caps = layer_capacities(info.windows or [None] * info.num_layers, self.max_length, device,
+                                    info.cache_slack)
+            self.kv = FixedKV(caps, info.num_kv_heads, info.head_size, self.max_length, self.dtype, device)
         else:
             self.kv = ConcatKV(info.num_layers, info.num_kv_heads, info.head_size, self.dtype, device)
         # decode-step buffers: fixed addresses for the lifetime of the decoder
@@ -244,7 +240,9 @@ class BoundDecoder(Decoder):
         else:
             S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
         if S <= 0 or S >= self.max_length:
-            raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}")
+            raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}; "
+                               f"pass a larger max_length= to load() (at most the model's context_length "
+                               f"{self.folder.context_length})")
         self.kv.reset()
         io = self.prefill_buffers.bind(x, S)
         self.session.run_with_iobinding(io, self._run_options(-1))

@@ -42,6 +42,7 @@ MODES = tuple(m for m in modes.on("cuda", "pipeline") if modes.get(m).factory ==
 EMBED_VIA = ("gather", "session")
 ORT_WARMUP_RUNS = 2  # onnxruntime's CUDA EP runs a graph id this many times uncaptured, then captures
 ARGMAX_BLOCKS = 256  # argmax_partial's grid: 256 x 256 threads read a 262144-entry row in 4 strided passes
+MAX_SUPPRESS = 64  # suppressed ids the device argmax takes (SamplingParams.suppress)
 _graph_ids = itertools.count(1)  # process-wide: two decoders never share a gpu_graph_id
 
 # Greedy pick in two launches. argmax_partial: ARGMAX_BLOCKS blocks each reduce a strided share of the
@@ -69,13 +70,17 @@ __device__ void block_reduce(float* v, long long* idx, int tid) {
     }
 }
 
-extern "C" __global__ void argmax_partial(const T* logits, const int V, float* part_v, long long* part_i)
+extern "C" __global__ void argmax_partial(const T* logits, const int V, float* part_v, long long* part_i,
+                                          const long long* suppress, const int n_suppress)  // ids never picked
 {
     __shared__ float v[256];
     __shared__ long long idx[256];
     const int tid = threadIdx.x;
     float bv = -INF_F; long long bi = 0x7fffffffffffffffLL; int bad = 0;
     for (long long i = (long long)blockIdx.x * blockDim.x + tid; i < V; i += (long long)gridDim.x * blockDim.x) {
+        int skip = 0;
+        for (int j = 0; j < n_suppress; ++j) skip |= suppress[j] == i;
+        if (skip) continue;
         float x = TO_F(logits[i]);
         if (x != x || x == INF_F) bad = 1;
         if (x > bv || bi == 0x7fffffffffffffffLL) { bv = x; bi = i; }  // strided: the first max of this share
@@ -298,6 +303,8 @@ class CudaDecoder(BoundDecoder):
         # kernel arguments, built once: argmax over the step's logits; advance per ring slot, with the token
         # either reduced from the partials (greedy) or sampled into `given` (sample_unchecked, on the device)
         self.given = allocate((1,), np.int64, self.device)
+        self._suppress = allocate((MAX_SUPPRESS,), np.int64, self.device)  # SamplingParams.suppress, per generation
+        self._n_suppress = 0
         self._partial_step = self._partial_args(self.logits_step.ptr)
 
         def advance_args(given: int, slot: int) -> tuple:
@@ -312,7 +319,17 @@ class CudaDecoder(BoundDecoder):
         self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
 
     def _partial_args(self, logits_ptr: int) -> tuple:
-        return (np.uint64(logits_ptr), np.int32(self.vocab), np.uint64(self._part_v.ptr), np.uint64(self._part_i.ptr))
+        return (np.uint64(logits_ptr), np.int32(self.vocab), np.uint64(self._part_v.ptr), np.uint64(self._part_i.ptr),
+                np.uint64(self._suppress.ptr), np.int32(self._n_suppress))
+
+    def _set_suppress(self, ids: tuple) -> None:
+        """The ids the greedy kernel skips for this generation (sampled draws mask them in sample_unchecked)."""
+        if len(ids) > MAX_SUPPRESS:
+            raise ValueError(f"device mode suppresses at most {MAX_SUPPRESS} token ids, got {len(ids)}")
+        if ids:
+            self._suppress.array[: len(ids)] = self.cp.asarray(ids, dtype=self.cp.int64)  # on the current stream
+        self._n_suppress = len(ids)
+        self._partial_step = self._partial_args(self.logits_step.ptr)
 
     def _embedding_table(self):
         """Every token's embedding [V,H] (embedtable: the embedding model run once per id), uploaded."""
@@ -363,6 +380,7 @@ class CudaDecoder(BoundDecoder):
         with self.generation():
             tr.steps.clear()
             with self.stream:
+                self._set_suppress(sampler.params.suppress)
                 tr.begin()
                 logits, last = self.prefill_on_device(x)
                 self.mark("prefill")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..devices import Device
-from ..kvcache import HostKV
+from ..kvcache import HostKV, layer_capacities
 from ..modelfolder import ModelFolder
 from ..transfers import Transfers
 from .base import Decoder, DecoderError
@@ -26,7 +26,8 @@ class NaiveDecoder(Decoder):
         super().__init__(folder, device, transfers, max_length)
         self.session = session
         info, dec = self.info, folder.decoder
-        fixed = self.max_length if info.kv_layout == "shared" else 0
+        fixed = (layer_capacities(info.windows or [None] * info.num_layers, self.max_length, Device("cpu"),
+                                  info.cache_slack) if info.kv_layout == "shared" else 0)  # numpy: CPU's rule
         self.kv = HostKV(info.num_layers, info.num_kv_heads, info.head_size, self.dtype, fixed)
         self.pasts = [n for pair in info.past_names(dec) for n in pair]
         self.name_x = dec.inputs["inputs_embeds" if info.drive == "embeds" else "input_ids"]

@@ -153,7 +153,7 @@ class NativeDecoder(Decoder):
         self.resid = z((2, H))  # ping-pong residual stream
         self.qkv, self.attn_out, self.o_out = z((nq + 2 * nkv) * D), z(nq * D), z(H)
         self.attn_part = z(nq * splits * (D + 2))
-        self.counters = z(plan.num_layers * nkv, cp.int32)
+        self.attn_counter = z(plan.num_layers * nkv, cp.int32)  # attention combine counters
         self.m, self.dpart = z(plan.intermediate), z((self.ksd, H))
         self.logits = z(plan.vocab, cp.float16)
         self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
@@ -167,7 +167,8 @@ class NativeDecoder(Decoder):
         gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN), (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN),
                  (nvh, sh.gate_up[1], K.EPI_GELU), (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN),
                  (nvh, sh.head[1], K.EPI_HEAD)}
-        fns = K.compile_module(gemvs, {D})
+        pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
+        fns = K.compile_module(gemvs, {D}, pf)
         shape = lambda wr: dict(warps=wr[0], rpw=wr[1])  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
@@ -183,8 +184,8 @@ class NativeDecoder(Decoder):
                                      eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
                                      scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
-                                     counter=self.counters[l * nkv:(l + 1) * nkv], out=self.attn_out,
-                                     chunk=sh.attn_chunk, threads=sh.attn_threads))
+                                     counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
+                                     chunk=sh.attn_chunk, threads=sh.attn_threads, prefetch=sh.attn_prefetch))
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                 delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
@@ -276,7 +277,8 @@ class NativeDecoder(Decoder):
             self.given[...] = sample_unchecked(row[None], sampler.params, sampler.uniform(step, 1, self.cp))
             self.advance_given()
         elif prefill:
-            self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i))
+            self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i,
+                                                                    np.uint64(0), np.int32(0)))  # no suppressed ids
             self.advance_prefill()
         else:
             self.advance_greedy()

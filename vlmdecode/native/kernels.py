@@ -39,6 +39,7 @@ class Shapes:
     slice_target: int = SLICE_TARGET
     attn_chunk: int = ATTN_CHUNK
     attn_threads: int = ATTN_THREADS
+    attn_prefetch: bool = False  # attention_pf: each warp's K/V rows in registers first (chunk = KW x warps x KPW)
 
 
 class KernelShapeError(ValueError):
@@ -93,19 +94,32 @@ def gemv_name(nv: int, rpw: int, epi: int) -> str:
     return f"gemv<{nv},{rpw},{epi}>"
 
 
-def attention_name(head_dim: int) -> str:
-    return f"attention<{head_dim}>"
+def attention_name(head_dim: int, passes: int = 0) -> str:
+    """attention<HD>, or attention_pf<HD, KW> (KW key passes a warp) when passes > 0."""
+    return f"attention_pf<{head_dim},{passes}>" if passes else f"attention<{head_dim}>"
+
+
+def attention_passes(head_dim: int, chunk: int, threads: int) -> int:
+    """attention_pf's KW for a chunk of keys over threads / 32 warps: chunk = KW x warps x keys a warp pass."""
+    kpw = 32 // attention_layout(head_dim)[1]
+    per = (threads // 32) * kpw
+    if chunk % per or chunk // per not in (1, 2, 4):
+        raise KernelShapeError(f"attention_pf: a chunk of {chunk} keys over {threads} threads (head_dim {head_dim}) "
+                               f"is not 1, 2 or 4 passes of {per} keys")
+    return chunk // per
 
 
 _modules: dict = {}
 
 
-def compile_module(gemvs, head_dims):
+def compile_module(gemvs, head_dims, prefetch=()):
     """One RawModule holding gemv<NV,RPW,EPI> for every (nv, rpw, epi) in `gemvs`, attention<HD> for
-    every head dim and `advance`; cached per process and shape set."""
+    every head dim, attention_pf<HD,KW> for every (hd, kw) in `prefetch` and `advance`; cached per
+    process and name set."""
     import cupy
 
-    names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}))
+    names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
+                         | {attention_name(h, kw) for h, kw in prefetch}))
     key = (cupy.cuda.Device().id, names)
     if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
         mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)
@@ -183,8 +197,10 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
 
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
               rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
-              part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS) -> Launch:
-    """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers."""
+              part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS,
+              prefetch: bool = False) -> Launch:
+    """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers.
+    prefetch: attention_pf (the module must hold attention_pf<HD, attention_passes(...)>)."""
     attention_layout(head_dim)
     if nq % nkv:
         raise KernelShapeError(f"{name}: {nq} query heads do not group over {nkv} KV heads")
@@ -192,9 +208,9 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
     splits = attention_splits(cap, window, chunk)
     if part.size < nq * splits * (head_dim + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
-    fn = fns[attention_name(head_dim)]
+    fn = fns[attention_name(head_dim, attention_passes(head_dim, chunk, threads) if prefetch else 0)]
     grp = nq // nkv
-    shared = _need_shared(fn, 4 * (grp * head_dim + 2 * head_dim + grp * chunk))
+    shared = _need_shared(fn, 4 * (grp * head_dim * (2 if prefetch else 1) + 2 * head_dim + grp * chunk))
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
             np.float32(softcap or 0.0), np.int32(chunk), ptr(part), ptr(counter), ptr(out))

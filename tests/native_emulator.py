@@ -1,0 +1,253 @@
+"""A numpy stand-in for CuPy and for the native kernels' launch contracts (tests only, no GPU).
+
+`fake_cupy()` is a module with the few CuPy calls the native decoder makes at set-up and in its loop
+(arrays whose `.data.ptr` is their host address, a stream whose capture records launches into a graph,
+pinned memory and async copies as plain memory moves). Its RawModule returns kernels that do, in float64
+numpy, what each CUDA kernel's arguments say (`native.kernels_src`): a GEMV with its fold prologue and
+epilogue, attention with the KV append, advance, and device mode's argmax_partial. So the decoder's
+Python side -- buffers, the order of the step's launches, their pointers, ping-pong residuals, split-K
+partials, the device loop -- runs on the CPU and can be compared with `native.numpy_exec`. What it does
+not check: the CUDA code itself (tests/test_native_cuda.py does, on a GPU).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import re
+import types
+
+import numpy as np
+
+F16, F32, I32, I64 = np.float16, np.float32, np.int32, np.int64
+NO_INDEX = np.iinfo(np.int64).max
+
+
+class _Ptr:
+    def __init__(self, a):
+        self.ptr = a.ctypes.data
+
+
+class FArr(np.ndarray):
+    """A host array that answers `.data.ptr`, `.get()` and `.set()` as a CuPy array does."""
+
+    @property
+    def data(self):
+        return _Ptr(self)
+
+    def get(self, stream=None, out=None):
+        if out is not None:
+            out[...] = np.asarray(self)
+            return out
+        return np.array(self)
+
+    def set(self, host, stream=None):
+        self[...] = host
+
+
+def farr(a) -> FArr:
+    a = np.asarray(a)
+    out = np.empty(a.shape, a.dtype).view(FArr)
+    out[...] = a
+    return out
+
+
+def view(p, dtype, n) -> np.ndarray | None:
+    """n elements of `dtype` at host address p, or of an array passed as is (None for NULL), writable."""
+    if isinstance(p, np.ndarray):
+        p = p.ctypes.data
+    if int(p) == 0:
+        return None
+    dt = np.dtype(dtype)
+    return np.frombuffer((ctypes.c_char * (n * dt.itemsize)).from_address(int(p)), dt, n)
+
+
+def rms(x, w, eps):
+    x = np.asarray(x, np.float64)
+    return x / np.sqrt(np.mean(x * x, -1, keepdims=True) + eps) * w
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+# ---- the kernels' contracts --------------------------------------------------------------------------
+def gemv(name, grid, a):
+    (W, n_rows, ld, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y, logits, softcap,
+     part_v, part_i) = a
+    n_rows, ld, k, dparts, splits = int(n_rows), int(ld), int(k_len), int(dparts), grid[1]
+    epi = int(name.split(",")[2][:-1])
+    total = 2 * n_rows if epi == 1 else n_rows
+    Wm = view(W, F16, total * ld).reshape(total, ld).astype(np.float64)
+    if int(norm_w):
+        r = view(src, F32, k).astype(np.float64) if int(src) else view(x_in, F16, k) * float(x_scale)
+        if int(delta):
+            r = r + rms(view(delta, F32, dparts * k).reshape(dparts, k).sum(0), view(delta_w, F32, k), float(eps))
+        if int(resid_out):
+            view(resid_out, F32, k)[:] = r
+        out = [Wm @ rms(r, view(norm_w, F32, k), float(eps))]
+    else:
+        v = view(src, F32, k * splits).astype(np.float64)
+        out = [Wm[:, s * k:(s + 1) * k] @ v[s * k:(s + 1) * k] for s in range(splits)]
+    if epi == 0:
+        view(y, F32, splits * n_rows)[:] = np.concatenate(out)
+    elif epi == 1:
+        view(y, F32, n_rows)[:] = gelu(out[0][:n_rows]) * out[0][n_rows:]
+    else:
+        x = out[0] if float(softcap) <= 0 else float(softcap) * np.tanh(out[0] / float(softcap))
+        view(logits, F16, n_rows)[:] = x.astype(F16)
+        partials(x.astype(F16), grid[0], part_v, part_i)
+
+
+def partials(h16, nb, part_v, part_i):
+    """One (max, first index) partial per block: here all in block 0, the others empty (-inf, NO_INDEX)."""
+    pv, pi = view(part_v, F32, nb), view(part_i, I64, nb)
+    pv[:], pi[:] = -np.inf, NO_INDEX
+    f = h16.astype(np.float32)
+    pv[0] = np.nan if (np.isnan(f) | np.isposinf(f)).any() else f.max()
+    pi[0] = int(np.argmax(f))
+
+
+def argmax_partial(name, grid, a):
+    logits, V, part_v, part_i, _suppress, n_suppress = a
+    assert int(n_suppress) == 0, "the emulator models argmax_partial without suppressed ids (native passes none)"
+    partials(view(logits, F16, int(V)), grid[0], part_v, part_i)
+
+
+def attention(name, grid, a):
+    (qkv, nq, nkv, qn, kn, eps, cos, sin, pos, K, V, cap, window, scale, softcap, chunk, part, counter, out) = a
+    D = int(re.search(r"<(\d+)", name).group(1))
+    nq, nkv, cap, window, eps = int(nq), int(nkv), int(cap), int(window), float(eps)
+    t = int(view(pos, I64, 1)[0])
+    v_all = view(qkv, F32, (nq + 2 * nkv) * D).astype(np.float64)
+    q, k = v_all[: nq * D].reshape(nq, D), v_all[nq * D:(nq + nkv) * D].reshape(nkv, D)
+    v = v_all[(nq + nkv) * D:].reshape(nkv, D)
+    if int(qn):
+        q = rms(q, view(qn, F32, D), eps)
+    if int(kn):
+        k = rms(k, view(kn, F32, D), eps)
+    c = view(cos, F32, (t + 1) * (D // 2)).reshape(t + 1, D // 2)[t]
+    s = view(sin, F32, (t + 1) * (D // 2)).reshape(t + 1, D // 2)[t]
+    half = D // 2
+    rot = lambda x: np.concatenate([x[:, :half] * c - x[:, half:] * s, x[:, half:] * c + x[:, :half] * s], 1)  # noqa: E731
+    q, k = rot(q), rot(k)
+    Kc, Vc = (view(b, F16, nkv * cap * D).reshape(nkv, cap, D) for b in (K, V))
+    Kc[:, t], Vc[:, t] = k.astype(F16), v.astype(F16)
+    lo = max(0, t - window + 1) if window > 0 else 0
+    o = view(out, F32, nq * D).reshape(nq, D)
+    for h in range(nq):
+        g = h // (nq // nkv)
+        sc = Kc[g, lo:t + 1].astype(np.float64) @ q[h] * float(scale)
+        if float(softcap) > 0:
+            sc = float(softcap) * np.tanh(sc / float(softcap))
+        p = np.exp(sc - sc.max())
+        o[h] = p @ Vc[g, lo:t + 1].astype(np.float64) / p.sum()
+
+
+def advance(name, grid, a):
+    part_v, part_i, nparts, given, table, H, x_out, ring, ring_len, n_dev, pos, t_dev = a
+    nparts, H, ring_len = int(nparts), int(H), int(ring_len)
+    if int(given):
+        tok = int(view(given, I64, 1)[0])
+    else:
+        pv, pi = view(part_v, F32, nparts), view(part_i, I64, nparts)
+        tok = -1 if np.isnan(pv).any() or pv.max() == -np.inf else int(pi[pv == pv.max()].min())
+    n = view(n_dev, I64, 1)
+    view(ring, I64, ring_len)[int(n[0]) % ring_len] = tok
+    n[0] += 1
+    if tok >= 0:
+        if int(table):
+            view(x_out, F16, H)[:] = view(table, F16, (tok + 1) * H)[tok * H:]
+        tt = view(t_dev, I64, 1)
+        view(pos, I64, 1)[0] = tt[0]
+        tt[0] += 1
+
+
+KERNELS = {"gemv": gemv, "attention": attention, "advance": advance, "argmax_partial": argmax_partial}
+
+
+# ---- the module -------------------------------------------------------------------------------------
+def fake_cupy():
+    state = types.SimpleNamespace(capture=None, launches=[])
+
+    class Kernel:
+        num_regs = 96
+        max_dynamic_shared_size_bytes = 0
+
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, grid, block, args, shared_mem=0):
+            run = (self.name, grid, args)
+            if state.capture is not None:
+                state.capture.append(run)
+            else:
+                self.run(run)
+
+        @staticmethod
+        def run(run):
+            name, grid, args = run
+            state.launches.append(name)
+            KERNELS[re.match(r"[a-z_]+?(?=_pf|<|$)", name).group(0)](name, grid, args)
+
+    class Graph:
+        def __init__(self, runs):
+            self.runs = runs
+
+        def launch(self, stream=None):
+            for run in self.runs:
+                Kernel.run(run)
+
+    class Stream:
+        ptr = 0
+
+        def __init__(self, non_blocking=False):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def begin_capture(self):
+            state.capture = []
+
+        def end_capture(self):
+            g, state.capture = Graph(state.capture), None
+            return g
+
+    class Device:
+        def __init__(self, index=0):
+            self.id = index
+            self.attributes = {"MultiProcessorCount": 132}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def use(self):
+            pass
+
+    def memcpy(dst, src, n, kind, stream):
+        ctypes.memmove(int(dst), int(src), int(n))
+
+    cp = types.ModuleType("cupy")
+    cp.float16, cp.float32, cp.int32, cp.int64 = F16, F32, I32, I64
+    cp.ndarray = FArr
+    cp.asarray = lambda a, dtype=None: farr(np.asarray(a, dtype))
+    cp.zeros = lambda shape, dtype=F32: farr(np.zeros(shape, dtype))
+    cp.full = lambda shape, fill, dtype=F32: farr(np.full(shape, fill, dtype))
+    cp.RawModule = lambda code=None, options=(), name_expressions=None: types.SimpleNamespace(get_function=Kernel)
+    runtime = types.SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1,
+                                    memsetAsync=lambda p, v, n, s: ctypes.memset(int(p), v, int(n)))
+    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, runtime=runtime,
+                                    alloc_pinned_memory=lambda n: bytearray(n),
+                                    get_current_stream=lambda: Stream())
+    cp.state = state
+    return cp

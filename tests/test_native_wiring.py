@@ -1,0 +1,156 @@
+"""The native decoder's Python side on the CPU: set-up, the step's launches and the device loop, with each
+kernel replaced by numpy doing what its arguments say (tests/native_emulator.py) and onnxruntime's prefill
+by `native.numpy_exec`. Tokens and logits must follow numpy_exec's float64 run of the same plan; a wrong
+pointer, buffer, residual ping-pong, split-K partial count or launch order would not. The CUDA code itself
+is tested on a GPU (tests/test_native_cuda.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import native_emulator as emu  # tests/ is on sys.path (pytest's rootdir insertion)
+import numpy as np
+import pytest
+
+from vlmdecode.buffers import allocate
+from vlmdecode.fixture import build_fixture, preset
+from vlmdecode.kvcache import FixedKV
+from vlmdecode.modelfolder import ModelFolder
+from vlmdecode.native import decoder as ND
+from vlmdecode.native import kernels as K
+from vlmdecode.native.numpy_exec import NumpyDecoder
+from vlmdecode.native.plan import PlanError
+from vlmdecode.profiling import prompt_ids
+from vlmdecode.sampling import Sampler, SamplingParams
+from vlmdecode.transfers import Transfers
+
+
+class FakeDevice:
+    is_cuda, index, kind = True, 0, "cuda"
+
+
+class FakeOrt:
+    """CudaDecoder's part the native decoder uses (eager prefill into FixedKV), computed by numpy_exec."""
+
+    def __init__(self, folder, device, mode, max_length=None):
+        assert mode == "eager"
+        self.folder, self.device, self.transfers = folder, FakeDevice(), Transfers()
+        self.max_length = max_length or folder.max_length
+        self.stream = sys.modules["cupy"].cuda.Stream()
+        self.stream_ptr = 0
+        info = folder.info
+        self.kv = FixedKV([self.max_length] * info.num_layers, info.num_kv_heads, info.head_size, self.max_length,
+                          np.float16,
+                          self.device)
+        self.ref = self.cache = None
+        self.prefill_buffers = None  # the prompt path's staging (not used here)
+
+    def prefill_on_device(self, x):
+        self.kv.reset()
+        self.cache = self.ref.new_cache()
+        inputs = x[0].astype(np.float64) if x.dtype != np.int64 else x[0]
+        logits = self.ref.forward(inputs, self.cache)  # [S, V]
+        for i in range(len(self.kv.keys)):
+            n = self.cache.rows[i]
+            self.kv.keys[i].array[0, :, :n] = self.cache.keys[i][:, :n].astype(np.float16)
+            self.kv.values[i].array[0, :, :n] = self.cache.values[i][:, :n].astype(np.float16)
+        S = logits.shape[0]
+        self.kv.advance(S)
+        buf = allocate((1, S, logits.shape[1]), np.float16, self.device)
+        buf.array[0] = logits.astype(np.float16)
+        return buf, (S - 1) * logits.shape[1]  # the logits and the offset of the last row
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    cp = emu.fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(K, "_modules", {})  # never leave emulated kernels in the real cache
+    monkeypatch.setattr(ND, "CudaDecoder", FakeOrt)
+    return cp
+
+
+CONFIGS = {
+    "tiny": dict(),  # 3 layers, 2 KV heads of 16, window 16, no split-K
+    "split-k": dict(hidden_size=128, num_heads=4, num_kv_heads=1, head_dim=256, intermediate_size=2560, num_layers=6,
+                    sliding_window_pattern=6, vocab_size=1000),  # gemma3-1b's head layout, 2 down slices
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wiring")
+    return {(name, layout): build_fixture(preset("tiny", dtype="fp16", layout=layout, **kw), root / f"{name}-{layout}")
+            for name, kw in CONFIGS.items() for layout in ("unfused", "fused-cuda")}
+
+
+def _decoder(folder, shapes=None, sync_every=3):
+    dec = ND.build(ModelFolder.load(folder), FakeDevice(), "native", sync_every=sync_every, shapes=shapes)
+    dec.ort.ref = NumpyDecoder(dec.plan, dec.max_length, np.float64)
+    return dec
+
+
+@pytest.mark.parametrize("config,layout,variant", [
+    ("tiny", "unfused", "default"), ("tiny", "fused-cuda", "other"), ("split-k", "fused-cuda", "default"),
+    ("split-k", "unfused", "other")])
+def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
+    shapes = None
+    if variant != "default":  # attention_pf (4 key passes of 4 warps), finer split-K, another head shape
+        head_dim = preset("tiny", **CONFIGS[config]).head_dim
+        chunk = 4 * 4 * (32 // K.attention_layout(head_dim)[1])
+        shapes = K.Shapes(attn_prefetch=True, attn_chunk=chunk, slice_target=640, head=(4, 2), gate_up=(8, 4))
+    dec = _decoder(folders[config, layout], shapes, sync_every=1)  # each token read before the next step
+    plan, steps = dec.plan, 12
+    assert dec.kernels_per_step() == 5 * plan.num_layers + 2 and dec.counters()["kernels_per_step"] == len(dec.body) + 1
+    ids = prompt_ids(10)
+    x = np.asarray(dec.table)[ids] if plan.drive == "embeds" else ids
+    toks = []
+    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
+        toks.append(tok)
+        if len(toks) > 1:  # the logits this token was picked from, vs numpy_exec fed the same tokens
+            ref = dec.ort.ref.forward(np.asarray(dec.table)[toks[-2]][None].astype(np.float64)
+                                      if plan.drive == "embeds" else np.array([toks[-2]]), dec.ort.cache)[-1]
+            got = np.asarray(dec.logits, np.float64)
+            assert np.abs(got - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
+            assert tok == int(np.argmax(np.asarray(dec.logits, np.float32)))
+    assert len(toks) == steps and dec.position == 10 + steps - 1
+    c = dec.counters()
+    assert c["captured"] == 1 and c["replayed"] == steps - 1 and c["generations"] == 1
+    assert [s.d2h for s in dec.transfers.steps[1:]] == [8] * (steps - 1)
+    assert all(s.h2d == 0 for s in dec.transfers.steps[1:])
+    # one graph, launched per step: the emulated launches are the body + advance, in the body's order
+    fake.state.launches.clear()
+    for _ in dec.generate(x, 2, Sampler(SamplingParams())):
+        pass
+    assert fake.state.launches[-len(dec.body) - 1:] == [b.fn.name for b in dec.body] + ["advance"]
+    # the id ring read every 3 tokens gives the same tokens
+    batched = _decoder(folders[config, layout], shapes, sync_every=3)
+    assert list(batched.generate(x, steps, Sampler(SamplingParams()))) == toks
+
+
+def test_host_fed_step_and_rebuild(fake, folders):
+    dec = _decoder(folders["split-k", "fused-cuda"])
+    ids = prompt_ids(12)
+    x = np.asarray(dec.table)[ids]
+    dec.ort.prefill_on_device(x)
+    tok = 7
+    logits = dec.step(np.asarray(dec.table)[tok][None, None])
+    ref = dec.ort.ref.forward(np.asarray(dec.table)[tok][None].astype(np.float64), dec.ort.cache)[-1]
+    assert logits.dtype == np.float32 and np.abs(logits - ref).max() < 2e-2 * np.abs(ref).max()
+    assert dec.position == 13 and dec.transfers.steps[-1].h2d == dec.plan.hidden * 2 + 8
+    dec.rebuild(K.Shapes(qkv=(8, 4), down=(8, 1), slice_target=1280, attn_chunk=8))
+    assert dec.ksd == 2 and dec.captured == 1 and not dec._graphs  # the new shapes capture afresh
+    assert dec.counters()["kernels_per_step"] == 5 * dec.plan.num_layers + 2
+
+
+def test_refusals(fake, folders, tmp_path):
+    with pytest.raises(ValueError, match="builds mode 'native'"):
+        ND.build(ModelFolder.load(folders["tiny", "unfused"]), FakeDevice(), "device")
+    with pytest.raises(ValueError, match="sync_every"):
+        _decoder(folders["tiny", "unfused"], sync_every=0)
+    fp32 = build_fixture(preset("tiny"), tmp_path / "fp32")
+    with pytest.raises(PlanError, match="fp16"):
+        _decoder(fp32)
+    plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))
+    with pytest.raises(PlanError, match="rotary table"):
+        ND.check_plan(plan, plan.layers[0].rope_cos.shape[0] + 1)
