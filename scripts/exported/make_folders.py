@@ -66,35 +66,46 @@ def pip_version(py: str, dist: str) -> str:
 
 
 def demo_image(path: Path, size: tuple[int, int], mode: str) -> None:
-    """A deterministic picture: colour gradients and a checker, no randomness."""
+    """A deterministic picture: colour gradients and a checker, no randomness. RGB, RGBA or L (grayscale)."""
     w, h = size
     y, x = np.mgrid[0:h, 0:w]
-    rgb = np.stack([(x * 255 // max(w - 1, 1)), (y * 255 // max(h - 1, 1)), ((x // 8 + y // 8) % 2) * 200 + 27], -1)
-    img = Image.fromarray(rgb.astype(np.uint8), "RGB")
+    cell = max(w // 8, 1)
+    rgb = np.stack([(x * 255 // max(w - 1, 1)), (y * 255 // max(h - 1, 1)),
+                    ((x // cell + y // cell) % 2) * 200 + 27], -1).astype(np.uint8)
     if mode == "RGBA":
-        a = (((x + y) % 16) * 16 + 15).astype(np.uint8)
-        img = Image.fromarray(np.dstack([rgb.astype(np.uint8), a]), "RGBA")
-    img.save(path)
+        img = Image.fromarray(np.dstack([rgb, (((x + y) % 16) * 16 + 15).astype(np.uint8)]), "RGBA")
+    elif mode == "L":
+        img = Image.fromarray(rgb, "RGB").convert("L")
+    else:
+        img = Image.fromarray(rgb, "RGB")
+    img.save(path, **({"quality": 90} if path.suffix == ".jpg" else {}))
 
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def hf_text_tokens(hf_dir: Path, ids: list[int], steps: int) -> list[int]:
+def hf_text_tokens(hf_dir: Path, ids: list[int], steps: int) -> dict:
+    """transformers float32 greedy tokens, and per step the gap between the top two logits (how far a
+    lower-precision export may drift before a token flips)."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
     with torch.no_grad():
         out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             max_new_tokens=steps, do_sample=False, top_k=None, top_p=None)
-    return out[0, len(ids):].tolist()
+                             max_new_tokens=steps, do_sample=False, top_k=None, top_p=None,
+                             output_scores=True, return_dict_in_generate=True)
+    gaps = [float(s[0].topk(2).values[0] - s[0].topk(2).values[1]) for s in out.scores]
+    return {"tokens": out.sequences[0, len(ids):].tolist(), "steps": steps,
+            "top2_logit_gap": [round(g, 5) for g in gaps], "min_top2_logit_gap": round(min(gaps), 5),
+            "note": "transformers generate, float32, do_sample=False"}
 
 
 def genai_tokens(py: str, folder: Path, steps: int, ids: list[int] | None = None,
-                 image: Path | None = None, prompt: str | None = None) -> dict:
+                 image: Path | None = None, prompt: str | None = None, save_pv: Path | None = None) -> dict:
     cmd = [py, str(HERE / "genai_run.py"), str(folder), "--steps", str(steps)]
     cmd += ["--ids", ",".join(map(str, ids))] if ids is not None else ["--image", str(image), "--prompt", prompt]
+    cmd += ["--save-pixel-values", str(save_pv)] if save_pv is not None else []
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
@@ -147,19 +158,19 @@ def build(args: argparse.Namespace, work: Path) -> None:
             vlm_expected(args, hf_vlm, dest, made)
             continue
         exp = {"folder": name, "made_by": made, "prompt": {"messages": TEXT_MESSAGES, "text": text, "input_ids": ids},
-               "hf_float32_greedy": {"tokens": hf_long, "steps": STEPS_LONG,
-                                     "note": "transformers generate, float32, do_sample=False"}}
+               "hf_float32_greedy": hf_long}
         if name in GENAI_CPU_RUNS:
             exp["onnxruntime_genai_cpu_greedy"] = genai_tokens(args.genai_py, dest, STEPS_LONG, ids=ids)
         else:
             exp["onnxruntime_genai_cpu_greedy"] = {"not_run": "CUDA export: q/k norms inside GroupQueryAttention "
-                                                   "and fp16 GQA are CUDA-only; run on a GPU"}
+                                                   "and fp16 GQA are CUDA-only; run on a GPU "
+                                                   "(scripts/exported/genai_run.py FOLDER --steps 200)"}
         write_expected(dest, exp)
     if not args.only or "optimum-text" in args.only:
         optimum_folder(args, work, out / "optimum-text", hf_text, text, ids, hf_long, v)
 
 
-def optimum_folder(args, work: Path, dest: Path, hf_text: Path, text: str, ids: list[int], hf_long: list[int],
+def optimum_folder(args, work: Path, dest: Path, hf_text: Path, text: str, ids: list[int], hf_long: dict,
                    v: dict) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     cli = str(Path(sys.executable).with_name("optimum-cli"))
@@ -171,8 +182,7 @@ def optimum_folder(args, work: Path, dest: Path, hf_text: Path, text: str, ids: 
             "hf_dir": hf_text.name, "seed": TEXT_SEED, "versions": v}
     exp = {"folder": "optimum-text", "made_by": made,
            "prompt": {"messages": TEXT_MESSAGES, "text": text, "input_ids": ids},
-           "hf_float32_greedy": {"tokens": hf_long, "steps": STEPS_LONG,
-                                 "note": "transformers generate, float32, do_sample=False"},
+           "hf_float32_greedy": hf_long,
            "onnxruntime_genai_cpu_greedy": genai_tokens(args.genai_py, dest, STEPS_LONG, ids=ids)}
     write_expected(dest, exp)
 
@@ -186,7 +196,9 @@ def vlm_expected(args, hf_vlm: Path, dest: Path, made: dict) -> None:
                            tokenizer=AutoTokenizer.from_pretrained(hf_vlm), chat_template=hm.CHAT_TEMPLATE,
                            image_seq_length=hm.MM_TOKENS)
     model = Gemma3ForConditionalGeneration.from_pretrained(hf_vlm, dtype=torch.float32).eval()
-    images = {"image_64x64.png": ((64, 64), "RGB"), "image_57x41_rgba.png": ((57, 41), "RGBA")}
+    images = {"image_64x64.png": ((64, 64), "RGB"), "image_57x41_rgba.png": ((57, 41), "RGBA"),
+              "image_48x36_gray.jpg": ((48, 36), "L"), "image_2000x1500.png": ((2000, 1500), "RGB")}
+    (dest / "pixel_values").mkdir()
     exp: dict = {"folder": dest.name, "made_by": made, "messages": VLM_MESSAGES, "images": {}}
     for fname, (size, mode) in images.items():
         path = dest / fname
@@ -198,6 +210,7 @@ def vlm_expected(args, hf_vlm: Path, dest: Path, made: dict) -> None:
                       add_special_tokens=False)
         ids = inputs["input_ids"][0].tolist()
         pv = inputs["pixel_values"].to(torch.float64)
+        np.save(dest / "pixel_values" / f"hf_{path.stem}.npy", inputs["pixel_values"].numpy().astype(np.float32))
         entry = {"sha256": sha256(path), "size": list(size), "mode": mode, "prompt_text": prompt,
                  "hf_processor": {"input_ids": ids, "token_type_ids_sum": int(inputs["token_type_ids"].sum()),
                                   "pixel_values_shape": list(pv.shape), "pixel_values_sum": float(pv.sum()),
@@ -214,7 +227,8 @@ def vlm_expected(args, hf_vlm: Path, dest: Path, made: dict) -> None:
             "note": "with token_type_ids: image tokens attend to each other both ways (HF only)"}
         genai_prompt = prompt  # onnxruntime-genai expands <start_of_image> itself, as HF does
         entry["onnxruntime_genai_cpu_greedy"] = genai_tokens(args.genai_py, dest, STEPS_VLM, image=path,
-                                                             prompt=genai_prompt)
+                                                             prompt=genai_prompt,
+                                                             save_pv=dest / "pixel_values" / f"genai_{path.stem}.npy")
         exp["images"][fname] = entry
     write_expected(dest, exp)
 
