@@ -68,14 +68,15 @@ fig = plots.plot_kv_per_layer(kv, "KV bytes per layer: windowed vs full-KV expor
 
 # %% [markdown]
 # Tokens beside transformers' and onnxruntime-genai's, greedy: the windowed text export (200 steps) and the
-# VLM folder on its 57x41 RGBA image (48 steps; converted to RGB and resized to 64x64 as processor_config.json
-# says, as onnxruntime-genai does: transformers' processor follows preprocessor_config.json's BILINEAR resize
-# and goes its own way from step 30).
+# VLM folder on its 48x36 grayscale JPEG (48 steps; converted to RGB and resized to 64x64 as
+# processor_config.json says, CUBIC, as onnxruntime-genai does). Transformers' processor follows
+# preprocessor_config.json instead (BILINEAR): other pixels, and its tokens part from the other two where the
+# `= transformers` column turns False.
 
 # %%
 text = exported.tokens_beside_expected(pipes[WINDOWED], dirs[WINDOWED])
-image = exported.tokens_beside_expected(pipes[VLM], dirs[VLM], image="image_57x41_rgba.png")
-for label, df in (("text, windowed KV", text), ("VLM, 57x41 RGBA", image)):
+image = exported.tokens_beside_expected(pipes[VLM], dirs[VLM], image="image_48x36_gray.jpg")
+for label, df in (("text, windowed KV", text), ("VLM, 48x36 grayscale", image)):
     agree = {c: int(df[c].sum()) for c in df.columns if c.startswith("= ")}
     print(f"{label}: {len(df)} steps, steps equal: {agree}")
-image.head(12)
+image.iloc[4:14]

@@ -132,3 +132,21 @@ def test_unknown_genai_config_fields_are_refused_by_name(tmp_path, where, key):
     with pytest.raises(vlmdecode.modelfolder.ModelFolderError,
                        match=rf"field\(s\) \['{key}'\] that vlmdecode does not read"):
         ModelFolder.load(work)
+
+
+def test_pixels_equal_hf_and_genai_processors():
+    """The VLM folder's four images: with preprocessor_config.json the pixels are transformers' Gemma3ImageProcessor's
+    exactly; with processor_config.json (what vlmdecode follows, as onnxruntime-genai) genai's within 2e-7."""
+    from vlmdecode.imageconfig import read_image_config
+    from vlmdecode.images import preprocess_image
+
+    d = next((d for d in CPU if (d / "pixel_values").is_dir()), None)
+    if d is None:
+        pytest.skip("no VLM folder with recorded pixel_values in tests/data/exported")
+    hf, ortx = read_image_config(d, "preprocessor_config.json").spec, read_image_config(d).spec
+    images = sorted(p for p in d.iterdir() if p.suffix in (".png", ".jpg"))
+    assert len(images) >= 4
+    for image in images:
+        np.testing.assert_array_equal(preprocess_image(image, hf), np.load(d / "pixel_values" / f"hf_{image.stem}.npy"))
+        genai = np.load(d / "pixel_values" / f"genai_{image.stem}.npy")
+        np.testing.assert_allclose(preprocess_image(image, ortx), genai, rtol=0, atol=2e-7)
