@@ -164,15 +164,17 @@ if "ttft_ms" not in ttft_rows or ttft_rows["ttft_ms"].dropna().empty:
     print("time to first token on the H200: not measured (no data/results/h200_ttft*.csv yet)")
 else:
     display(ttft_table(ttft_rows).round(3))
-plots.plot_ttft_phases(ttft_rows, title="time to first token by phase (H200)")
-plt.show()
+    plots.plot_ttft_phases(ttft_rows, title="time to first token by phase (H200)")
+    plt.show()
 
 # %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot; a failing run shows its error
 # as one line under the button. On CPU only the tiny preset and the resident mode exist; with a GPU, cuda
 # eager/graph/device on the tiny fp16 fixture. Nothing runs until you press the button, and the widgets
-# appear once the cell runs (a notebook opened fresh shows the line below instead).
+# appear once the cell runs (a notebook opened fresh shows the line below instead). After one Run on CPU:
+#
+# ![The explorer after one Run on CPU (tiny, resident): the streamed token ids and the per-step time plot](../docs/screenshots/04_explorer_after_run.png)
 
 # %%
 box = widget.explorer(widget.fixture_pipes(ROOT), presets=("tiny",))

@@ -54,6 +54,7 @@ def plot_image(img, title: str = "input image"):
 def plot_margins(df: pd.DataFrame, title: str = "greedy logit margin (top1 - top2) per step", threshold=None):
     """df: step, margin (explore.parity.margins or margin_table)."""
     fig, (ax,) = _fig()
+    fig.set_layout_engine("constrained")
     d = df.dropna(subset=["margin"]) if len(df) else df
     if d.empty:
         _no_data(ax, "margins")
@@ -64,7 +65,7 @@ def plot_margins(df: pd.DataFrame, title: str = "greedy logit margin (top1 - top
         if threshold is not None:
             ax.axhline(threshold, color="k", ls="--", label=f"threshold {threshold:.3g}")
         ax.set_yscale("log")
-        ax.legend()
+        _legend_outside(fig, [ax])
     ax.set_xlabel("decode step")
     ax.set_ylabel("logit margin (logit units)")
     ax.set_title(title)
@@ -93,7 +94,8 @@ def plot_logit_error(errors: dict, title: str = "logit error vs float64 referenc
 
 def plot_bytes_vs_context(df: pd.DataFrame, title: str = "host<->device bytes per decode step (CPU)"):
     """df: explore.residency.residency_sweep; measured (markers) vs predicted (dashed) h2d + d2h bytes."""
-    fig, (ax,) = _fig()
+    fig, (ax,) = _fig((8, 3.5))
+    fig.set_layout_engine("constrained")
     if df.empty:
         _no_data(ax, "sweep")
     first = True
@@ -110,12 +112,13 @@ def plot_bytes_vs_context(df: pd.DataFrame, title: str = "host<->device bytes pe
     ax.set_xlabel("context (tokens in the KV cache)")
     ax.set_ylabel("bytes per step (h2d + d2h)")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    _legend_outside(fig, [ax])
     return fig
 
 
 def plot_time_vs_context(df: pd.DataFrame, title: str = "time per decode step (CPU, median)"):
-    fig, (ax,) = _fig()
+    fig, (ax,) = _fig((8, 3.5))
+    fig.set_layout_engine("constrained")
     if df.empty:
         _no_data(ax, "sweep")
     for (variant, mode), g in df.groupby(["variant", "mode"], sort=True):
@@ -125,7 +128,7 @@ def plot_time_vs_context(df: pd.DataFrame, title: str = "time per decode step (C
     ax.set_xlabel("context (tokens in the KV cache)")
     ax.set_ylabel("ms per step")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    _legend_outside(fig, [ax])
     return fig
 
 
@@ -140,7 +143,8 @@ def _legend_outside(fig, axes) -> None:
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, h)
-    labels = sorted(seen, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), m))
+    first = {label: i for i, label in enumerate(seen)}  # labels that are not modes keep their drawing order
+    labels = sorted(seen, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), first[m]))
     if labels:
         fig.legend([seen[label] for label in labels], labels, loc="outside right upper", fontsize=7)
 

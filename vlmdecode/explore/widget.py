@@ -15,6 +15,7 @@ from pathlib import Path
 import ipywidgets as w
 import numpy as np
 import pandas as pd
+from IPython.display import display
 
 import vlmdecode
 
@@ -86,11 +87,12 @@ def explorer(make_pipe, presets=("tiny",), devices=None, modes=None, image=None,
     box.records, box.error = [], None
 
     def show_steps():
+        fig = plot_step_times([r.seconds * 1e3 for r in box.records],
+                              title=f"{preset_w.value} {device_w.value} {mode_w.value}")
         with out:
             out.clear_output(wait=True)
-            plot_step_times([r.seconds * 1e3 for r in box.records],
-                            title=f"{preset_w.value} {device_w.value} {mode_w.value}")
-            plt.show()
+            display(fig)  # (plt.show() draws nothing from a button callback: no cell is executing)
+        plt.close(fig)
 
     def run(_=None):
         box.records, box.error = [], None
