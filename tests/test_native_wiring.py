@@ -123,9 +123,18 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     for _ in dec.generate(x, 2, Sampler(SamplingParams())):
         pass
     assert fake.state.launches[-len(dec.body) - 1:] == [b.fn.name for b in dec.body] + ["advance"]
-    # the id ring read every 3 tokens gives the same tokens
+    # suppressed ids are never picked (the prefill's argmax and the head kernel's): suppress this run's tokens
+    sup = tuple(sorted(set(toks[:3])))
+    other = list(_decoder(folders[config, layout], shapes, sync_every=1).generate(
+        x, 6, Sampler(SamplingParams(suppress=sup))))
+    assert not set(other) & set(sup)
+    # the id ring read every 3 tokens, or each token while the next step runs, gives the same tokens
     batched = _decoder(folders[config, layout], shapes, sync_every=3)
     assert list(batched.generate(x, steps, Sampler(SamplingParams()))) == toks
+    ahead = _decoder(folders[config, layout], shapes, sync_every=1)
+    ahead.lookahead = True
+    assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks
+    assert ahead.counters()["replayed"] == steps - 1 and len(ahead.transfers.steps) == steps
 
 
 def test_host_fed_step_and_rebuild(fake, folders):
