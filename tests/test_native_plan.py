@@ -133,6 +133,38 @@ def test_greedy_tokens_match_onnxruntime_cpu(folders, layout, dtype, drive):
     np.testing.assert_array_equal(ours, ort_tokens)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pruned_lm_head_last_row_slice_is_recognised(tmp_path, layout):
+    """The fixture's prune_lm_head (a Slice of the last position before the LM head, as the gemma3-1b preset
+    exports) -> plan.logits_last_only; the plan's last row equals the reference's logits."""
+    folder = build_fixture(preset("tiny", layout=layout, dtype="fp32", prune_lm_head=True), tmp_path / layout)
+    assert any(n.op_type == "Slice" for n in onnx.load(str(folder / "decoder.onnx")).graph.node)
+    plan = recognise(folder / "decoder.onnx")
+    assert plan.logits_last_only
+    tokens, want, x, table = reference_run(folder, "embeds")
+    dec = NumpyDecoder(plan, 256, np.float64)
+    cache = dec.new_cache()
+    got = [dec.forward(x, cache)[-1]]
+    for t in tokens[:5]:
+        got.append(dec.forward(table[[t]], cache)[-1])
+    np.testing.assert_allclose(np.stack(got), want[:6], atol=TOL["fp32"] * np.abs(want).max())
+
+
+def test_slice_other_than_the_last_row_is_refused(tmp_path):
+    folder = build_fixture(preset("tiny", layout="unfused", dtype="fp32", prune_lm_head=True), tmp_path / "m")
+    model = onnx.load(str(folder / "decoder.onnx"))
+    sl = next(n for n in model.graph.node if n.op_type == "Slice")
+    starts = next(t for t in model.graph.initializer if t.name == sl.input[1]) if any(
+        t.name == sl.input[1] for t in model.graph.initializer) else None
+    if starts is not None:
+        starts.CopyFrom(numpy_helper.from_array(np.array([-2], np.int64), starts.name))
+    else:
+        c = next(n for n in model.graph.node if sl.input[1] in n.output)
+        c.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array([-2], np.int64)))
+    with pytest.raises(PlanError, match=r"Slice .*starts \[-2\].*not the last position"):
+        recognise(model)
+
+
 # ---- windowed KV (GroupQueryAttention sliding_window_cache) -------------------------------------------
 def windowed(path, capacity) -> onnx.ModelProto:
     """The decoder with sliding_window_cache=1 and window-sized past/present on its local layers."""

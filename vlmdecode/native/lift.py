@@ -129,6 +129,20 @@ class _Lifter:
             self.fail(i, "is a Gather that is not the token embedding lookup (a constant [V, H] table by input ids)")
         return Sym("gather", (ids,), {"table": table}, {i}, table.value.shape[1])
 
+    def op_Slice(self, i, ins, a):
+        """Slice(h, starts [-1], ends [>= INT32_MAX], axes [1], steps [1]): the fixture's last position."""
+        x, rest = ins[0], ins[1:]
+        if x.op == "const" or len(rest) < 2 or any(s is not None and s.op != "const" for s in rest):
+            self.fail(i, "is a Slice that is not the last position of [B, S, H] (constant starts [-1], ends "
+                         "[>= 2^31 - 1], axes [1], steps [1])")
+        v = [None if s is None else np.asarray(s.value).reshape(-1).tolist() for s in rest] + [None] * 3
+        starts, ends, axes, steps = v[:4]
+        if starts != [-1] or ends is None or len(ends) != 1 or ends[0] < 2**31 - 1 or axes not in ([1], [-2]) \
+                or steps not in (None, [1]):
+            self.fail(i, f"is a Slice (starts {starts}, ends {ends}, axes {axes}, steps {steps}) that is not the "
+                         "last position of [B, S, H] (starts [-1], ends [>= 2^31 - 1], axes [1], steps [1])")
+        return Sym("last", (x,), {"keepdims": True}, {i}, x.feat)
+
     # ---- transparent and folded ops --------------------------------------------------------------------
     def op_Identity(self, i, ins, a):
         ins[0].nodes.add(i)
