@@ -77,8 +77,9 @@ def test_gemv_plain_and_split_k(rows, k, splits, warps, rpw):
     assert rel(y.get().sum(0), W.astype(np.float64) @ x) < 1e-5
 
 
+@pytest.mark.parametrize("warps", [4, 2])  # 4: the register fold (1152 <= 12 x 128 threads); 2: the looped one
 @pytest.mark.parametrize("first", [True, False])
-def test_gemv_fold_prologue(first):
+def test_gemv_fold_prologue(first, warps):
     """r = resid + rms(sum of delta partials) * w_post (or x_in * scale), resid_out = r, y = W rms(r) * w_in."""
     rng = np.random.default_rng(7 + first)
     H, rows, parts, eps = 1152, 200, 6, 1e-6
@@ -91,7 +92,7 @@ def test_gemv_fold_prologue(first):
     y, out = poisoned(rows), poisoned(H)
     K.gemv(fns, "t", cupy.asarray(W), rows, H, y=y, src=None if first else cupy.asarray(resid),
            x_in=cupy.asarray(x_in), x_scale=3.0, delta=None if first else cupy.asarray(delta), delta_parts=parts,
-           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps)()
+           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps)()
     r = x_in.astype(np.float64) * 3.0 if first else resid + rms(delta.astype(np.float64).sum(0), w_post, eps)
     assert rel(out.get(), r) < 1e-6
     assert rel(y.get(), W.astype(np.float64) @ rms(r, w_in, eps)) < 1e-5

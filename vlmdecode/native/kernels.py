@@ -154,14 +154,21 @@ def _need_shared(fn, nbytes: int) -> int:
     return nbytes
 
 
-def head_blocks(fn, threads: int, n_groups: int) -> int:
-    """The LM head's grid: every block resident at once (registers permitting), <= HEAD_MAX_BLOCKS."""
+def resident_blocks(fn, threads: int, shared: int) -> int:
+    """Blocks of `threads` threads and `shared` dynamic bytes that the GPU holds at once (registers, threads
+    and shared memory per SM permitting): a grid-stride GEMV's grid, so each block forms its vector once."""
     import cupy
 
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    attrs = cupy.cuda.Device().attributes
     regs = -(-max(int(fn.num_regs), 1) // 8) * 8
-    per_sm = max(1, min(65536 // (regs * threads), 2048 // threads))
-    return int(min(n_groups, HEAD_MAX_BLOCKS, sms * per_sm))
+    smem = attrs["MaxSharedMemoryPerMultiprocessor"] // max(1, shared + 1024 + int(fn.shared_size_bytes))
+    per_sm = max(1, min(65536 // (regs * threads), 2048 // threads, 32, smem))
+    return int(attrs["MultiProcessorCount"] * per_sm)
+
+
+def head_blocks(fn, threads: int, n_groups: int, shared: int = 0) -> int:
+    """The LM head's grid: every block resident at once, <= HEAD_MAX_BLOCKS (one argmax partial a block)."""
+    return int(min(n_groups, HEAD_MAX_BLOCKS, resident_blocks(fn, threads, shared)))
 
 
 def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, splits: int = 1, y=None,
@@ -187,8 +194,9 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     fn = fns[gemv_name(nv, rpw, epi)]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
-    grid_x = head_blocks(fn, warps * 32, n_groups) if head else n_groups
     shared = _need_shared(fn, 4 * k_len)
+    resident = -(-resident_blocks(fn, warps * 32, shared) // splits)
+    grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident)
     args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
             ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
             ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))
@@ -212,7 +220,8 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
     fn = fns[attention_name(head_dim, attention_passes(head_dim, chunk, threads) if prefetch else 0)]
     grp = nq // nkv
-    shared = _need_shared(fn, 4 * (grp * head_dim * (2 if prefetch else 1) + 2 * head_dim + grp * chunk))
+    shared = _need_shared(fn, 4 * (grp * head_dim * (2 if prefetch else 1) + 2 * head_dim
+                                     + grp * max(chunk, splits)))  # p doubles as the combine's weights
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
             np.float32(softcap or 0.0), np.int32(chunk), ptr(part), ptr(counter), ptr(out))

@@ -73,6 +73,71 @@ __device__ __forceinline__ float dot8(const uint4 w, const float* x) {
     return s;
 }
 
+#define FOLD_R 3  // float4 slots per thread of the register fold: n <= 12 x threads (1152 at >= 96 threads)
+
+__device__ __forceinline__ float4 f4_fma(const float4 a, const float s, const float4 b, const float4 c) {
+    return make_float4(fmaf(a.x * s, b.x, c.x), fmaf(a.y * s, b.y, c.y),
+                       fmaf(a.z * s, b.z, c.z), fmaf(a.w * s, b.w, c.w));
+}
+
+__device__ __forceinline__ float f4_dot(const float4 a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w; }
+
+// form_vector's fold with n / 4 <= FOLD_R x threads: this thread's float4s of base, delta (summed over
+// parts), delta_w and norm_w are all loaded before the first reduction (one L2 round trip, not one per pass)
+__device__ void fold_regs(float* vec, float* red, const int n, const int n4, const float* src, const __half* x_in,
+                          const float x_scale, const float* delta, const int delta_parts, const float* delta_w,
+                          float* resid_out, const float* norm_w, const float eps) {
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 b[FOLD_R], d[FOLD_R], dw[FOLD_R], nw[FOLD_R];
+#pragma unroll
+    for (int j = 0; j < FOLD_R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        b[j] = z; d[j] = z; dw[j] = z; nw[j] = z;
+        if (i < n4) {
+            if (src != NULL) {
+                b[j] = reinterpret_cast<const float4*>(src)[i];
+            } else {
+                const uint2 u = reinterpret_cast<const uint2*>(x_in)[i];
+                const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+                const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+                b[j] = make_float4(lo.x * x_scale, lo.y * x_scale, hi.x * x_scale, hi.y * x_scale);
+            }
+            nw[j] = reinterpret_cast<const float4*>(norm_w)[i];
+            if (delta != NULL) {
+                dw[j] = reinterpret_cast<const float4*>(delta_w)[i];
+#pragma unroll 8
+                for (int p = 0; p < delta_parts; ++p) {
+                    const float4 v = reinterpret_cast<const float4*>(delta + (size_t)p * n)[i];
+                    d[j].x += v.x; d[j].y += v.y; d[j].z += v.z; d[j].w += v.w;
+                }
+            }
+        }
+    }
+    float inv_d = 0.f;
+    if (delta != NULL) {
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < FOLD_R; ++j) ss += f4_dot(d[j]);
+        inv_d = rsqrtf(block_sum(ss, red) / n + eps);
+    }
+    const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < FOLD_R; ++j) {
+        b[j] = f4_fma(d[j], inv_d, dw[j], b[j]);  // zero delta / delta_w when there is no delta term
+        ss += f4_dot(b[j]);
+        const int i = threadIdx.x + j * blockDim.x;
+        if (store && i < n4) reinterpret_cast<float4*>(resid_out)[i] = b[j];
+    }
+    const float inv = rsqrtf(block_sum(ss, red) / n + eps);
+#pragma unroll
+    for (int j = 0; j < FOLD_R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < n4) reinterpret_cast<float4*>(vec)[i] = f4_fma(b[j], inv, nw[j], z);
+    }
+    __syncthreads();
+}
+
 // The GEMV's input vector, n floats in shared memory.
 //   fold  (norm_w != NULL): r = base + rms(sum_p delta[p]) * delta_w, base = resid_in, or x_in * x_scale
 //         when resid_in is NULL; no delta term when delta is NULL. Block (0,0) stores r to resid_out
@@ -81,9 +146,15 @@ __device__ __forceinline__ float dot8(const uint4 w, const float* x) {
 __device__ void form_vector(float* vec, float* red, const int n, const float* src, const __half* x_in,
                             const float x_scale, const float* delta, const int delta_parts, const float* delta_w,
                             float* resid_out, const float* norm_w, const float eps) {
+    const int n4 = n >> 2;  // n % 8 == 0: float4 / 4-half loads stay aligned
     if (norm_w == NULL) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) vec[i] = src[i];
+        for (int i = threadIdx.x; i < n4; i += blockDim.x)
+            reinterpret_cast<float4*>(vec)[i] = reinterpret_cast<const float4*>(src)[i];
         __syncthreads();
+        return;
+    }
+    if (n4 <= FOLD_R * (int)blockDim.x) {  // every load of the fold in flight at once, 2 block reductions
+        fold_regs(vec, red, n, n4, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps);
         return;
     }
     float inv_d = 0.f;
@@ -228,6 +299,48 @@ __global__ void __launch_bounds__(256) gemv(
     }
 }
 
+// The last block of KV head g: out[h] = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c over the nchunks
+// partials [HD + 2] (o_c, m_c, l_c) of each of its grp heads. One warp a head forms the chunk weights in
+// cw [grp][nchunks] (lanes over chunks), then every thread sums 4 outputs at once (loads in flight together).
+template <int HD>
+__device__ void combine_chunks(const float* part, const int g, const int grp, const int nchunks, float* cw,
+                               float* out) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+    for (int h = warp; h < grp; h += nwarps) {
+        const float* P = part + (size_t)(g * grp + h) * gridDim.x * (HD + 2);
+        float M = -INF_F;
+        for (int cc = lane; cc < nchunks; cc += 32) M = fmaxf(M, __ldcg(P + (size_t)cc * (HD + 2) + HD));
+        M = warp_max(M);
+        float L = 0.f;
+        for (int cc = lane; cc < nchunks; cc += 32) {
+            const float w = __expf(__ldcg(P + (size_t)cc * (HD + 2) + HD) - M);
+            cw[h * nchunks + cc] = w;
+            L = fmaf(w, __ldcg(P + (size_t)cc * (HD + 2) + HD + 1), L);
+        }
+        L = warp_sum(L);
+        for (int cc = lane; cc < nchunks; cc += 32) cw[h * nchunks + cc] /= L;
+    }
+    __syncthreads();
+    const int n = grp * HD, step = blockDim.x;
+    for (int e0 = tid; e0 < n; e0 += 4 * step) {
+        float o[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+        for (int cc = 0; cc < nchunks; ++cc)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int e = e0 + k * step;
+                if (e < n) {
+                    const int h = e / HD;
+                    const float* P = part + ((size_t)(g * grp + h) * gridDim.x + cc) * (HD + 2);
+                    o[k] = fmaf(cw[h * nchunks + cc], __ldcg(P + e % HD), o[k]);
+                }
+            }
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            if (e0 + k * step < n) out[(size_t)g * n + e0 + k * step] = o[k];
+    }
+}
+
 template <int HD>
 __global__ void __launch_bounds__(256) attention(
     const float* __restrict__ qkv, const int nq, const int nkv,   // qkv [(nq + 2 nkv) * HD]: q, k, v
@@ -244,7 +357,7 @@ __global__ void __launch_bounds__(256) attention(
     constexpr int LPK = HD / (8 * VPL);           // lanes per key (a power of two)
     constexpr int KPW = 32 / LPK;                 // keys per warp pass
     constexpr int HALF = HD / 2;
-    extern __shared__ float sm[];                 // q [grp][HD] | k [HD] | v [HD] | p [grp][chunk]
+    extern __shared__ float sm[];                 // q [grp][HD] | k [HD] | v [HD] | p [grp][max(chunk, nchunks)]
     __shared__ int last;
     const int grp = nq / nkv, g = blockIdx.y, c = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
@@ -352,16 +465,21 @@ __global__ void __launch_bounds__(256) attention(
     }
     __syncthreads();
     // 5. unnormalised p @ V of the chunk, threads over (head, dim)
-    for (int e = tid; e < grp * HD; e += blockDim.x) {
-        const int h = e / HD, d = e % HD;
-        float acc = 0.f;
-        for (int i = 0; i < nk; ++i) {
-            const int j = j0 + i;
-            const float v = j == t ? vs[d] : __half2float(V[base + (size_t)j * HD + d]);
-            acc = fmaf(p[h * chunk + i], v, acc);
+    for (int d = tid; d < HD; d += blockDim.x)
+        for (int h0 = 0; h0 < grp; h0 += 4) {  // each V element loaded once per 4 heads
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+            for (int i = 0; i < nk; ++i) {
+                const int j = j0 + i;
+                const float v = j == t ? vs[d] : __half2float(V[base + (size_t)j * HD + d]);
+#pragma unroll
+                for (int hh = 0; hh < 4; ++hh)
+                    if (h0 + hh < grp) acc[hh] = fmaf(p[(h0 + hh) * chunk + i], v, acc[hh]);
+            }
+#pragma unroll
+            for (int hh = 0; hh < 4; ++hh)
+                if (h0 + hh < grp) part[((size_t)(g * grp + h0 + hh) * gridDim.x + c) * (HD + 2) + d] = acc[hh];
         }
-        part[((size_t)(g * grp + h) * gridDim.x + c) * (HD + 2) + d] = acc;
-    }
     // 6. the last block of this KV head to finish combines the chunks and resets the counter
     __threadfence();
     __syncthreads();
@@ -369,20 +487,7 @@ __global__ void __launch_bounds__(256) attention(
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int e = tid; e < grp * HD; e += blockDim.x) {
-        const int h = e / HD, d = e % HD;
-        const float* P = part + (size_t)(g * grp + h) * gridDim.x * (HD + 2);
-        float M = -INF_F;
-        for (int cc = 0; cc < nchunks; ++cc) M = fmaxf(M, __ldcg(P + (size_t)cc * (HD + 2) + HD));
-        float L = 0.f, o = 0.f;
-        for (int cc = 0; cc < nchunks; ++cc) {
-            const float* Q = P + (size_t)cc * (HD + 2);
-            const float wgt = __expf(__ldcg(Q + HD) - M);
-            L = fmaf(wgt, __ldcg(Q + HD + 1), L);
-            o = fmaf(wgt, __ldcg(Q + d), o);
-        }
-        out[(size_t)(g * grp + h) * HD + d] = o / L;
-    }
+    combine_chunks<HD>(part, g, grp, nchunks, p, out);
     if (tid == 0) counter[g] = 0;
 }
 
@@ -402,7 +507,7 @@ __global__ void __launch_bounds__(256) attention_pf(
     constexpr int LPK = HD / (8 * VPL);
     constexpr int KPW = 32 / LPK;
     constexpr int HALF = HD / 2;
-    extern __shared__ float sm[];                 // q [grp][HD] | k [HD] | v [HD] | p [grp][chunk] | o [grp][HD]
+    extern __shared__ float sm[];  // q [grp][HD] | k [HD] | v [HD] | p [grp][max(chunk, nchunks)] | o [grp][HD]
     __shared__ int last;
     const int grp = nq / nkv, g = blockIdx.y, c = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
@@ -414,7 +519,7 @@ __global__ void __launch_bounds__(256) attention_pf(
     float* ks = qs + grp * HD;
     float* vs = ks + HD;
     float* p = vs + HD;
-    float* os = p + grp * chunk;
+    float* os = p + grp * max(chunk, (int)gridDim.x);  // p also holds the combine weights [grp][nchunks]
     const int j0 = lo + c * chunk;
     const int nk = min(chunk, t + 1 - j0);
     const size_t base = (size_t)g * cap * HD;
@@ -560,20 +665,7 @@ __global__ void __launch_bounds__(256) attention_pf(
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int e = tid; e < grp * HD; e += blockDim.x) {
-        const int h = e / HD, d = e % HD;
-        const float* P = part + (size_t)(g * grp + h) * gridDim.x * (HD + 2);
-        float M = -INF_F;
-        for (int cc = 0; cc < nchunks; ++cc) M = fmaxf(M, __ldcg(P + (size_t)cc * (HD + 2) + HD));
-        float L = 0.f, o = 0.f;
-        for (int cc = 0; cc < nchunks; ++cc) {
-            const float* Q = P + (size_t)cc * (HD + 2);
-            const float wgt = __expf(__ldcg(Q + HD) - M);
-            L = fmaf(wgt, __ldcg(Q + HD + 1), L);
-            o = fmaf(wgt, __ldcg(Q + d), o);
-        }
-        out[(size_t)(g * grp + h) * HD + d] = o / L;
-    }
+    combine_chunks<HD>(part, g, grp, nchunks, p, out);
     if (tid == 0) counter[g] = 0;
 }
 

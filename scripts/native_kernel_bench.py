@@ -1,0 +1,82 @@
+"""H200 (or any CUDA GPU with CuPy): each native kernel alone at gemma3-1b's shapes, with every block shape
+of `h200_native.sweep` (weights rotated over copies past the L2, CUDA-graph replays, median per launch),
+plus the device-to-device copy bandwidth of this run. Needs CuPy only (no onnxruntime).
+
+Writes data/results/h200_native_kernels.json (or $OUT/h200_native_kernels.json when OUT is set): per
+kernel class the best shape's us and TB/s, every shape's time, the bytes moved, and provenance.
+Usage: PYTHONPATH=. python3 scripts/native_kernel_bench.py
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import h200_native as hn  # noqa: E402  (its sweep and timing helpers; nothing runs at import)
+
+H, I, NQ, D, V = 1152, 6912, 4, 256, 262144
+BYTES = {"qkv": 1536 * H * 2, "o": H * NQ * D * 2, "gate_up": 2 * I * H * 2, "head": V * H * 2,
+         "down/4": H * I * 2, "down/6": H * I * 2, "down/8": H * I * 2}
+
+
+def copy_tb_per_s(nbytes=1 << 30, reps=20) -> float:
+    import cupy
+    import numpy as np
+
+    a, b = cupy.empty(nbytes, cupy.uint8), cupy.empty(nbytes, cupy.uint8)
+    b[...] = a
+    times = []
+    for _ in range(reps):
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        b[...] = a
+        e.record()
+        e.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(s, e))
+    return 2 * nbytes / (float(np.median(times)) * 1e-3) / 1e12
+
+
+def provenance() -> dict:
+    import cupy
+
+    rt = cupy.cuda.runtime
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    return {"gpu": rt.getDeviceProperties(0)["name"].decode(), "nvidia_smi": smi,
+            "driver": rt.driverGetVersion(), "cuda_runtime": rt.runtimeGetVersion(), "cupy": cupy.__version__,
+            "git_sha": sha or os.environ.get("GIT_SHA", "unknown"), "command": " ".join([sys.executable] + sys.argv),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "method": "graph replay of >= 200 launches over weight copies > 256 MB; median of 15 replays / launches"}
+
+
+def main() -> None:
+    hn.sweep()
+    if "sweep_gemma3_1b_shapes" not in hn.results:
+        raise SystemExit(hn.results["errors"].get("sweep_gemma3_1b_shapes", "sweep failed"))
+    sweep = dict(hn.results["sweep_gemma3_1b_shapes"])
+    att = sweep.pop("attention")
+    for kind, keys in (("global", hn.CONTEXT + 1), ("local", 512)):  # K and V rows read at context 1024
+        sweep[f"attention {kind}"] = {c.split(" ", 1)[1]: r for c, r in att.items() if c.startswith(kind)}
+        BYTES[f"attention {kind}"] = 2 * keys * D * 2
+    out = {"provenance": provenance(), "copy_tb_per_s": copy_tb_per_s(), "kernels": {}}
+    for name, res in sweep.items():
+        best = min(res, key=lambda c: res[c]["us"])
+        out["kernels"][name] = {"best_shape": best, "us": res[best]["us"], "tb_per_s": res[best]["tb_per_s"],
+                                "bytes": BYTES[name], "all_us": {c: round(r["us"], 3) for c, r in res.items()}}
+        print(f"{name:18s} best {best:14s} {res[best]['us']:8.2f} us {res[best]['tb_per_s']:5.2f} TB/s")
+    print(f"copy {out['copy_tb_per_s']:.2f} TB/s")
+    dest = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "data" / "results"
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "h200_native_kernels.json").write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
