@@ -324,7 +324,7 @@ __device__ void combine_chunks(const float* part, const int g, const int grp, co
     const int n = grp * HD, step = blockDim.x;
     for (int e0 = tid; e0 < n; e0 += 4 * step) {
         float o[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
+#pragma unroll 2
         for (int cc = 0; cc < nchunks; ++cc)
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
