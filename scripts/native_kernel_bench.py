@@ -57,6 +57,33 @@ def provenance() -> dict:
             "method": "graph replay of >= 200 launches over weight copies > 256 MB; median of 15 replays / launches"}
 
 
+def uncapped_grid() -> dict:
+    """The GEMVs at 8 warps with one block per row group (resident_grid=False), for comparison."""
+    import cupy
+
+    from vlmdecode.native import kernels as K
+
+    cases = {"qkv": (1536, H, 1, K.EPI_PLAIN, 1), "gate_up": (I, H, 1, K.EPI_GELU, 2),
+             "down/8": (H, I, 8, K.EPI_PLAIN, 1)}
+    fns = K.compile_module({(K.loads_per_lane(k // sp), rpw, epi) for _, k, sp, epi, rpw in cases.values()}, set())
+    f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
+    vec, resid, delta, w_a, w_b, y = f32(I), f32(H), f32((8, H)), f32(H), f32(H), cupy.zeros(2 * I, cupy.float32)
+    res = {}
+    for name, (rows, k, sp, epi, rpw) in cases.items():
+        total = 2 * rows if epi == K.EPI_GELU else rows
+        copies = max(1, -(-256_000_000 // (total * k * 2)))
+        Ws = [(cupy.random.standard_normal((total, k), dtype=cupy.float32) * 0.05).astype(cupy.float16)
+              for _ in range(copies)]
+        kw = dict(src=vec) if sp > 1 else dict(src=resid, delta=delta, delta_parts=6, delta_w=w_a, norm_w=w_b)
+        ls = [K.gemv(fns, name, W, rows, k // sp, splits=sp, y=y, epi=epi, warps=8, rpw=rpw, resident_grid=False,
+                     **kw) for W in Ws] * max(1, 200 // copies)
+        ms = hn.time_graph(ls)
+        res[f"{name} uncapped"] = {f"8x{rpw}": {"us": ms * 1e3, "tb_per_s": total * k * 2 / (ms * 1e-3) / 1e12}}
+        BYTES[f"{name} uncapped"] = total * k * 2
+        del Ws
+    return res
+
+
 def main() -> None:
     hn.sweep()
     if "sweep_gemma3_1b_shapes" not in hn.results:
@@ -66,6 +93,7 @@ def main() -> None:
     for kind, keys in (("global", hn.CONTEXT + 1), ("local", 512)):  # K and V rows read at context 1024
         sweep[f"attention {kind}"] = {c.split(" ", 1)[1]: r for c, r in att.items() if c.startswith(kind)}
         BYTES[f"attention {kind}"] = 2 * keys * D * 2
+    sweep.update(uncapped_grid())
     out = {"provenance": provenance(), "copy_tb_per_s": copy_tb_per_s(), "kernels": {}}
     for name, res in sweep.items():
         best = min(res, key=lambda c: res[c]["us"])

@@ -174,12 +174,14 @@ def head_blocks(fn, threads: int, n_groups: int, shared: int = 0) -> int:
 def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, splits: int = 1, y=None,
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
-         part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2) -> Launch:
+         part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2,
+         resident_grid: bool = True) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
     LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
     at run time, so a captured graph follows new ids), or None.
-    warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>."""
+    warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>. resident_grid: at most the
+    blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -195,7 +197,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
     shared = _need_shared(fn, 4 * k_len)
-    resident = -(-resident_blocks(fn, warps * 32, shared) // splits)
+    resident = -(-resident_blocks(fn, warps * 32, shared) // splits) if resident_grid else n_groups
     grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident)
     args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
             ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),

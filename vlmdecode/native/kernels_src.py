@@ -299,45 +299,52 @@ __global__ void __launch_bounds__(256) gemv(
     }
 }
 
-// The last block of KV head g: out[h] = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c over the nchunks
-// partials [HD + 2] (o_c, m_c, l_c) of each of its grp heads. One warp a head forms the chunk weights in
-// cw [grp][nchunks] (lanes over chunks), then every thread sums 4 outputs at once (loads in flight together).
+// part, nq * gridDim.x * (HD + 2) floats: the chunks' unnormalised outputs o [nq][gridDim.x][HD] (rows
+// 16-byte aligned for the combine's float4 loads), then their (max, sum) pairs ml [nq][gridDim.x][2]
 template <int HD>
-__device__ void combine_chunks(const float* part, const int g, const int grp, const int nchunks, float* cw,
-                               float* out) {
+__device__ __forceinline__ float* part_o(float* part, const int head, const int c) {
+    return part + ((size_t)head * gridDim.x + c) * HD;
+}
+
+template <int HD>
+__device__ __forceinline__ float* part_ml(float* part, const int nq, const int head, const int c) {
+    return part + (size_t)nq * gridDim.x * HD + ((size_t)head * gridDim.x + c) * 2;
+}
+
+// The last block of KV head g: out[h] = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c over the nchunks
+// partials of each of its grp heads. One warp a head forms the chunk weights in cw [grp][nchunks] (lanes
+// over chunks), then each thread sums float4s of o over the chunks, 8 chunks' loads in flight at once.
+template <int HD>
+__device__ void combine_chunks(float* part, const int nq, const int g, const int grp, const int nchunks,
+                               float* cw, float* out) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
     for (int h = warp; h < grp; h += nwarps) {
-        const float* P = part + (size_t)(g * grp + h) * gridDim.x * (HD + 2);
         float M = -INF_F;
-        for (int cc = lane; cc < nchunks; cc += 32) M = fmaxf(M, __ldcg(P + (size_t)cc * (HD + 2) + HD));
+        for (int cc = lane; cc < nchunks; cc += 32) M = fmaxf(M, __ldcg(part_ml<HD>(part, nq, g * grp + h, cc)));
         M = warp_max(M);
         float L = 0.f;
         for (int cc = lane; cc < nchunks; cc += 32) {
-            const float w = __expf(__ldcg(P + (size_t)cc * (HD + 2) + HD) - M);
+            const float* ml = part_ml<HD>(part, nq, g * grp + h, cc);
+            const float w = __expf(__ldcg(ml) - M);
             cw[h * nchunks + cc] = w;
-            L = fmaf(w, __ldcg(P + (size_t)cc * (HD + 2) + HD + 1), L);
+            L = fmaf(w, __ldcg(ml + 1), L);
         }
         L = warp_sum(L);
         for (int cc = lane; cc < nchunks; cc += 32) cw[h * nchunks + cc] /= L;
     }
     __syncthreads();
-    const int n = grp * HD, step = blockDim.x;
-    for (int e0 = tid; e0 < n; e0 += 4 * step) {
-        float o[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 2
-        for (int cc = 0; cc < nchunks; ++cc)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int e = e0 + k * step;
-                if (e < n) {
-                    const int h = e / HD;
-                    const float* P = part + ((size_t)(g * grp + h) * gridDim.x + cc) * (HD + 2);
-                    o[k] = fmaf(cw[h * nchunks + cc], __ldcg(P + e % HD), o[k]);
-                }
-            }
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-            if (e0 + k * step < n) out[(size_t)g * n + e0 + k * step] = o[k];
+    constexpr int Q = HD / 4;  // float4s a head
+    for (int e = tid; e < grp * Q; e += blockDim.x) {
+        const int h = e / Q, d4 = e % Q;
+        const float4* P = reinterpret_cast<const float4*>(part_o<HD>(part, g * grp + h, 0)) + d4;
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+        for (int cc = 0; cc < nchunks; ++cc) {
+            const float4 v = __ldcg(P + (size_t)cc * Q);
+            const float w = cw[h * nchunks + cc];
+            o.x = fmaf(w, v.x, o.x); o.y = fmaf(w, v.y, o.y); o.z = fmaf(w, v.z, o.z); o.w = fmaf(w, v.w, o.w);
+        }
+        reinterpret_cast<float4*>(out + (size_t)(g * grp + h) * HD)[d4] = o;
     }
 }
 
@@ -349,7 +356,7 @@ __global__ void __launch_bounds__(256) attention(
     const long long* pos,                                          // [1]: this token's position t
     __half* K, __half* V, const int cap,                           // [nkv, cap, HD], t < cap: row t appended
     const int window, const float scale, const float softcap, const int chunk,  // window 0: all keys
-    float* part,                                                   // [nq, gridDim.x, HD + 2]
+    float* part,                                                   // o [nq, gridDim.x, HD] | ml [nq, gridDim.x, 2]
     int* counter,                                                  // [nkv]: 0 between launches
     float* out)                                                    // [nq * HD]
 {
@@ -409,6 +416,7 @@ __global__ void __launch_bounds__(256) attention(
 
     // 3. scores of this chunk's keys: LPK lanes a key, KPW keys a warp pass
     const int sub = lane / LPK, l = lane % LPK;
+#pragma unroll 4
     for (int b0 = warp * KPW; b0 < nk; b0 += nwarps * KPW) {  // warp-uniform bound: shuffles stay full
         const int kk = b0 + sub;
         const int j = j0 + kk;
@@ -458,9 +466,9 @@ __global__ void __launch_bounds__(256) attention(
         }
         sum = warp_sum(sum);
         if (lane == 0) {
-            float* P = part + ((size_t)(g * grp + h) * gridDim.x + c) * (HD + 2);
-            P[HD] = m;
-            P[HD + 1] = sum;
+            float* ml = part_ml<HD>(part, nq, g * grp + h, c);
+            ml[0] = m;
+            ml[1] = sum;
         }
     }
     __syncthreads();
@@ -468,7 +476,7 @@ __global__ void __launch_bounds__(256) attention(
     for (int d = tid; d < HD; d += blockDim.x)
         for (int h0 = 0; h0 < grp; h0 += 4) {  // each V element loaded once per 4 heads
             float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
+#pragma unroll 8
             for (int i = 0; i < nk; ++i) {
                 const int j = j0 + i;
                 const float v = j == t ? vs[d] : __half2float(V[base + (size_t)j * HD + d]);
@@ -478,7 +486,7 @@ __global__ void __launch_bounds__(256) attention(
             }
 #pragma unroll
             for (int hh = 0; hh < 4; ++hh)
-                if (h0 + hh < grp) part[((size_t)(g * grp + h0 + hh) * gridDim.x + c) * (HD + 2) + d] = acc[hh];
+                if (h0 + hh < grp) part_o<HD>(part, g * grp + h0 + hh, c)[d] = acc[hh];
         }
     // 6. the last block of this KV head to finish combines the chunks and resets the counter
     __threadfence();
@@ -487,7 +495,7 @@ __global__ void __launch_bounds__(256) attention(
     __syncthreads();
     if (!last) return;
     __threadfence();
-    combine_chunks<HD>(part, g, grp, nchunks, p, out);
+    combine_chunks<HD>(part, nq, g, grp, nchunks, p, out);
     if (tid == 0) counter[g] = 0;
 }
 
@@ -615,9 +623,9 @@ __global__ void __launch_bounds__(256) attention_pf(
         }
         sum = warp_sum(sum);
         if (lane == 0) {
-            float* P = part + ((size_t)(g * grp + h) * gridDim.x + c) * (HD + 2);
-            P[HD] = m;
-            P[HD + 1] = sum;
+            float* ml = part_ml<HD>(part, nq, g * grp + h, c);
+            ml[0] = m;
+            ml[1] = sum;
         }
     }
     __syncthreads();
@@ -657,7 +665,7 @@ __global__ void __launch_bounds__(256) attention_pf(
     }
     __syncthreads();
     for (int e = tid; e < grp * HD; e += blockDim.x)
-        part[((size_t)(g * grp + e / HD) * gridDim.x + c) * (HD + 2) + e % HD] = os[e];
+        part_o<HD>(part, g * grp + e / HD, c)[e % HD] = os[e];
     // 6. combine, as `attention`
     __threadfence();
     __syncthreads();
@@ -665,7 +673,7 @@ __global__ void __launch_bounds__(256) attention_pf(
     __syncthreads();
     if (!last) return;
     __threadfence();
-    combine_chunks<HD>(part, g, grp, nchunks, p, out);
+    combine_chunks<HD>(part, nq, g, grp, nchunks, p, out);
     if (tid == 0) counter[g] = 0;
 }
 
