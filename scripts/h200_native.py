@@ -302,7 +302,7 @@ GEMV_SHAPES = [(4, 1), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4)]
 PAIR_SHAPES = [(4, 2), (4, 4), (8, 2), (8, 4)]
 HEAD_SHAPES = [(8, 4), (8, 2), (4, 4), (8, 1)]
 # (prefetch, chunk, threads); attention_pf at head_dim 256: chunk = key passes x warps
-ATTN_SHAPES = [(False, 8, 128), (False, 16, 128), (False, 32, 128), (False, 64, 128), (False, 16, 256),
+ATTN_SHAPES = [(False, 8, 128), (False, 16, 128), (False, 32, 128), (False, 64, 128), (False, 8, 256), (False, 16, 256),
                (False, 32, 256), (False, 64, 256), (True, 4, 128), (True, 8, 128), (True, 16, 128), (True, 8, 256),
                (True, 16, 256), (True, 32, 256)]
 

@@ -58,14 +58,16 @@ def provenance() -> dict:
 
 
 def uncapped_grid() -> dict:
-    """The GEMVs at 8 warps with one block per row group (resident_grid=False), for comparison."""
+    """The GEMVs at 8 warps with one block per row group (resident_grid=False), and with the weights loaded
+    after the prologue (prefetch_weights=False: fewer registers), for comparison."""
     import cupy
 
     from vlmdecode.native import kernels as K
 
     cases = {"qkv": (1536, H, 1, K.EPI_PLAIN, 1), "gate_up": (I, H, 1, K.EPI_GELU, 2),
              "down/8": (H, I, 8, K.EPI_PLAIN, 1)}
-    fns = K.compile_module({(K.loads_per_lane(k // sp), rpw, epi) for _, k, sp, epi, rpw in cases.values()}, set())
+    fns = K.compile_module({(K.loads_per_lane(k // sp), rpw, epi, pf) for _, k, sp, epi, rpw in cases.values()
+                            for pf in (0, 1)}, set())
     f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
     vec, resid, delta, w_a, w_b, y = f32(I), f32(H), f32((8, H)), f32(H), f32(H), cupy.zeros(2 * I, cupy.float32)
     res = {}
@@ -75,11 +77,14 @@ def uncapped_grid() -> dict:
         Ws = [(cupy.random.standard_normal((total, k), dtype=cupy.float32) * 0.05).astype(cupy.float16)
               for _ in range(copies)]
         kw = dict(src=vec) if sp > 1 else dict(src=resid, delta=delta, delta_parts=6, delta_w=w_a, norm_w=w_b)
-        ls = [K.gemv(fns, name, W, rows, k // sp, splits=sp, y=y, epi=epi, warps=8, rpw=rpw, resident_grid=False,
-                     **kw) for W in Ws] * max(1, 200 // copies)
-        ms = hn.time_graph(ls)
-        res[f"{name} uncapped"] = {f"8x{rpw}": {"us": ms * 1e3, "tb_per_s": total * k * 2 / (ms * 1e-3) / 1e12}}
-        BYTES[f"{name} uncapped"] = total * k * 2
+        for label, opts in (("uncapped", dict(resident_grid=False)), ("late weights", dict(prefetch_weights=False))):
+            for warps in (4, 8):
+                ls = [K.gemv(fns, name, W, rows, k // sp, splits=sp, y=y, epi=epi, warps=warps, rpw=rpw, **opts,
+                             **kw) for W in Ws] * max(1, 200 // copies)
+                ms = hn.time_graph(ls)
+                res.setdefault(f"{name} {label}", {})[f"{warps}x{rpw}"] = {
+                    "us": ms * 1e3, "tb_per_s": total * k * 2 / (ms * 1e-3) / 1e12}
+                BYTES[f"{name} {label}"] = total * k * 2
         del Ws
     return res
 

@@ -78,8 +78,9 @@ def test_gemv_plain_and_split_k(rows, k, splits, warps, rpw):
 
 
 @pytest.mark.parametrize("warps", [4, 2])  # 4: the register fold (1152 <= 12 x 128 threads); 2: the looped one
+@pytest.mark.parametrize("pf", [1, 0])
 @pytest.mark.parametrize("first", [True, False])
-def test_gemv_fold_prologue(first, warps):
+def test_gemv_fold_prologue(first, warps, pf):
     """r = resid + rms(sum of delta partials) * w_post (or x_in * scale), resid_out = r, y = W rms(r) * w_in."""
     rng = np.random.default_rng(7 + first)
     H, rows, parts, eps = 1152, 200, 6, 1e-6
@@ -88,27 +89,29 @@ def test_gemv_fold_prologue(first, warps):
     x_in = rng.standard_normal(H).astype(np.float16)
     delta = rng.standard_normal((parts, H)).astype(np.float32)
     w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
-    fns = _fns({(K.loads_per_lane(H), 2, K.EPI_PLAIN)})
+    fns = _fns({(K.loads_per_lane(H), 2, K.EPI_PLAIN, pf)})
     y, out = poisoned(rows), poisoned(H)
     K.gemv(fns, "t", cupy.asarray(W), rows, H, y=y, src=None if first else cupy.asarray(resid),
            x_in=cupy.asarray(x_in), x_scale=3.0, delta=None if first else cupy.asarray(delta), delta_parts=parts,
-           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps)()
+           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps,
+           prefetch_weights=bool(pf))()
     r = x_in.astype(np.float64) * 3.0 if first else resid + rms(delta.astype(np.float64).sum(0), w_post, eps)
     assert rel(out.get(), r) < 1e-6
     assert rel(y.get(), W.astype(np.float64) @ rms(r, w_in, eps)) < 1e-5
 
 
-@pytest.mark.parametrize("warps,rpw", [(4, 2), (8, 4)])
-def test_gemv_gate_up_gelu(warps, rpw):
+@pytest.mark.parametrize("warps,rpw,pf", [(4, 2, 1), (8, 4, 1), (8, 2, 0)])  # pf 0: weights after the prologue
+def test_gemv_gate_up_gelu(warps, rpw, pf):
     rng = np.random.default_rng(11 + rpw)
     H, I, eps = 1152, 700, 1e-6
     W = (rng.standard_normal((2 * I, H)) * 0.05).astype(np.float16)  # gate rows, then up rows
     resid, o = rng.standard_normal(H).astype(np.float32), rng.standard_normal(H).astype(np.float32)
     w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
-    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_GELU)})
+    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_GELU, pf)})
     m, out = poisoned(I), poisoned(H)
     K.gemv(fns, "t", cupy.asarray(W), I, H, epi=K.EPI_GELU, y=m, src=cupy.asarray(resid), delta=cupy.asarray(o),
-           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps, rpw=rpw)()
+           delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps, rpw=rpw,
+           prefetch_weights=bool(pf))()
     r = resid + rms(o, w_post, eps)
     gu = W.astype(np.float64) @ rms(r, w_in, eps)
     assert rel(out.get(), r) < 1e-6

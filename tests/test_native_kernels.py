@@ -55,7 +55,8 @@ def test_attention_geometry():
 
 
 def test_kernel_names():
-    assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1>" and K.attention_name(256) == "attention<256>"
+    assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1,1>" and K.attention_name(256) == "attention<256>"
+    assert K.gemv_name(5, 2, K.EPI_GELU, 0) == "gemv<5,2,1,0>"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
@@ -65,7 +66,8 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
            "__half*,__half*,int,int,float,float,int,float*,int*,float*")
     shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]
-    inst = [f"template __global__ void gemv<{nv},{rpw},{epi}>({sig});" for nv, rpw, epi in shapes]
+    inst = [f"template __global__ void gemv<{nv},{rpw},{epi},1>({sig});" for nv, rpw, epi in shapes]
+    inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({sig});" for nv, rpw, epi in shapes[:3]]
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
     inst += [f"template __global__ void attention_pf<{d},{kw}>({att});" for d, kw in ((16, 4), (256, 4), (64, 1))]
     src = tmp_path / "native.cu"
@@ -74,6 +76,6 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 14, r.stderr[-3000:]  # 8 gemv, 2 attention, 3 attention_pf, advance
+    assert len(fns) == 17, r.stderr[-3000:]  # 11 gemv, 2 attention, 3 attention_pf, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)

@@ -173,12 +173,15 @@ class NativeDecoder(Decoder):
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
         sh = self.shapes
         nvh = K.loads_per_lane(H)
-        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN), (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN),
-                 (nvh, sh.gate_up[1], K.EPI_GELU), (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN),
-                 (nvh, sh.head[1], K.EPI_HEAD)}
+        pfw = lambda wr: int(wr[2]) if len(wr) > 2 else 1  # noqa: E731
+        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv)),
+                 (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN, pfw(sh.o)),
+                 (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up)),
+                 (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down)),
+                 (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
         pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
         fns = K.compile_module(gemvs, {D}, pf)
-        shape = lambda wr: dict(warps=wr[0], rpw=wr[1])  # noqa: E731
+        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=bool(pfw(wr)))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []

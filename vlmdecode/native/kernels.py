@@ -31,7 +31,7 @@ class Shapes:
     attention's keys per block and threads. Defaults are untuned first choices (see scripts/h200_native.py,
     which times the alternatives on the GPU)."""
 
-    qkv: tuple = (4, 2)
+    qkv: tuple = (4, 2)  # (warps, rows a warp[, 0: weights loaded after the prologue])
     o: tuple = (4, 2)
     gate_up: tuple = (4, 2)
     down: tuple = (4, 2)
@@ -90,8 +90,9 @@ def attention_splits(capacity: int, window: int | None, chunk: int = ATTN_CHUNK)
     return -(-keys // chunk)
 
 
-def gemv_name(nv: int, rpw: int, epi: int) -> str:
-    return f"gemv<{nv},{rpw},{epi}>"
+def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
+    """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed."""
+    return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
 
 
 def attention_name(head_dim: int, passes: int = 0) -> str:
@@ -113,7 +114,7 @@ _modules: dict = {}
 
 
 def compile_module(gemvs, head_dims, prefetch=()):
-    """One RawModule holding gemv<NV,RPW,EPI> for every (nv, rpw, epi) in `gemvs`, attention<HD> for
+    """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
     every head dim, attention_pf<HD,KW> for every (hd, kw) in `prefetch` and `advance`; cached per
     process and name set."""
     import cupy
@@ -175,13 +176,14 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
          part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2,
-         resident_grid: bool = True) -> Launch:
+         resident_grid: bool = True, prefetch_weights: bool = True) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
     LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
     at run time, so a captured graph follows new ids), or None.
     warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>. resident_grid: at most the
-    blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group."""
+    blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group.
+    prefetch_weights: gemv<..., 1> (weights in flight during the prologue) or gemv<..., 0>."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -193,7 +195,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
         raise KernelShapeError(f"{name}: 1 to 8 warps per block (the kernel's launch bound), got {warps}")
     if epi == EPI_GELU and rpw % 2:
         raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
-    fn = fns[gemv_name(nv, rpw, epi)]
+    fn = fns[gemv_name(nv, rpw, epi, prefetch_weights)]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
     shared = _need_shared(fn, 4 * k_len)

@@ -5,7 +5,7 @@ warp streams a row with 16-byte loads (uint4 = 8 halves). Every GEMV loads its f
 registers BEFORE it forms its input vector, so the vector's prologue (a residual fold and RMSNorm that
 each block recomputes from the [H] row) runs while the weights are in flight.
 
-    gemv<NV, RPW, EPI>   y = W x', x' formed by `form_vector`; EPI_PLAIN writes y (split-K partials along
+    gemv<NV, RPW, EPI, PF>  y = W x', x' formed by `form_vector`; EPI_PLAIN writes y (split-K partials along
                          gridDim.y), EPI_GELU writes gelu_tanh(W[j] x') * (W[j + n] x') for the packed
                          gate|up rows (RPW / 2 pairs a warp), EPI_HEAD writes fp16 logits (optional
                          softcap) and one (max, first index) partial per block over the ids not
@@ -215,7 +215,7 @@ __device__ __forceinline__ void load_rows(uint4 (&w)[RPW][NV], const __half* W, 
         }
 }
 
-template <int NV, int RPW, int EPI>
+template <int NV, int RPW, int EPI, int PF>
 __global__ void __launch_bounds__(256) gemv(
     const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
     const float* src, const __half* x_in, const float x_scale,
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(256) gemv(
     uint4 w[RPW][NV];
     int g = blockIdx.x;
     warp_rows<RPW, EPI>(row, g, n_rows);
-    load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
+    if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
     form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
                 delta, delta_parts, delta_w, resid_out, norm_w, eps);
     float bv = -INF_F;
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(256) gemv(
     bool bad = false;
     const int ns = (EPI == EPI_HEAD && n_suppress != NULL) ? n_suppress[0] : 0;
     for (; g < n_groups; g += gridDim.x) {
-        if (g != (int)blockIdx.x) {
+        if (!PF || g != (int)blockIdx.x) {  // PF 0: fewer live registers in the prologue, more blocks an SM
             warp_rows<RPW, EPI>(row, g, n_rows);
             load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);
         }
