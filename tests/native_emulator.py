@@ -76,7 +76,7 @@ def gemv(name, grid, a):
     (W, n_rows, ld, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y, logits, softcap,
      part_v, part_i, suppress, n_suppress) = a
     n_rows, ld, k, dparts, splits = int(n_rows), int(ld), int(k_len), int(dparts), grid[1]
-    epi = int(name.split(",")[2][:-1])
+    epi = int(name[name.index("<") + 1:-1].split(",")[2])  # gemv<NV,RPW,EPI,PF>
     total = 2 * n_rows if epi == 1 else n_rows
     Wm = view(W, F16, total * ld).reshape(total, ld).astype(np.float64)
     if int(norm_w):
@@ -175,6 +175,7 @@ def fake_cupy():
 
     class Kernel:
         num_regs = 96
+        shared_size_bytes = 512
         max_dynamic_shared_size_bytes = 0
 
         def __init__(self, name):
@@ -239,7 +240,7 @@ def fake_cupy():
     class Device:
         def __init__(self, index=0):
             self.id = index
-            self.attributes = {"MultiProcessorCount": 132}
+            self.attributes = {"MultiProcessorCount": 132, "MaxSharedMemoryPerMultiprocessor": 233472}
 
         def __enter__(self):
             return self

@@ -25,9 +25,9 @@ def test_rows_layout_is_the_transpose_contiguous():
 
 
 def test_split_k_and_loads_per_lane():
-    assert K.split_k(6912) == 6 and 6912 // 6 == 1152  # gemma3-1b's down projection
-    assert K.split_k(1152) == 1 and K.split_k(128) == 1
-    assert K.split_k(2560) == 2 and K.split_k(8) == 1
+    assert K.split_k(6912) == 8 and 6912 // 8 == 864  # gemma3-1b's down projection at the default target
+    assert K.split_k(6912, 1280) == 6 and K.split_k(1152, 1280) == 1 and K.split_k(128) == 1
+    assert K.split_k(2560, 1280) == 2 and K.split_k(8) == 1
     assert [K.loads_per_lane(n) for n in (8, 256, 264, 1152, 2048)] == [1, 1, 2, 5, 8]
     for bad in (12, 2056):
         with pytest.raises(K.KernelShapeError):

@@ -19,23 +19,24 @@ from .kernels_src import SOURCE
 EPI_PLAIN, EPI_GELU, EPI_HEAD = 0, 1, 2
 HEAD_MAX_BLOCKS = 1024  # one argmax partial per block; `advance` reduces them in one 1024-thread block
 ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at position t
-ATTN_THREADS = 128
-SLICE_TARGET = 1280  # split-K: largest reduction slice (elements) one block streams per row
+ATTN_THREADS = 256
+SLICE_TARGET = 864  # split-K: largest reduction slice one block streams per row (gemma3-1b down: 8 x 864)
 NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
 
 
 @dataclass(frozen=True)
 class Shapes:
-    """Block shapes of a decode step's kernels: (warps per block, rows per warp) of each GEMV (GELU: rows
-    come in (gate, up) pairs, so an even count), the split-K slice target of the down projection, and the
-    attention's keys per block and threads. Defaults are untuned first choices (see scripts/h200_native.py,
-    which times the alternatives on the GPU)."""
+    """Block shapes of a decode step's kernels: (warps per block, rows per warp[, PF]) of each GEMV (GELU: rows
+    come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers), the
+    split-K slice target of the down projection, and the attention's keys per block and threads. Defaults:
+    the fastest measured at gemma3-1b's shapes on the H200 (data/results/h200_native_kernels.json, from
+    scripts/native_kernel_bench.py)."""
 
-    qkv: tuple = (4, 2)  # (warps, rows a warp[, 0: weights loaded after the prologue])
-    o: tuple = (4, 2)
-    gate_up: tuple = (4, 2)
-    down: tuple = (4, 2)
-    head: tuple = (8, 4)  # 4 rows x (in / 256) 16-byte loads in flight per lane; grid-stride, <= 1024 blocks
+    qkv: tuple = (8, 1)
+    o: tuple = (4, 1)
+    gate_up: tuple = (8, 2, 0)  # 13.8 us vs 16.2 with the weights in flight during the prologue (128 registers)
+    down: tuple = (4, 1)
+    head: tuple = (8, 2)  # grid-stride, <= 1024 blocks
     slice_target: int = SLICE_TARGET
     attn_chunk: int = ATTN_CHUNK
     attn_threads: int = ATTN_THREADS
