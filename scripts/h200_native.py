@@ -97,7 +97,9 @@ def parity(pipe, x, steps, reference=None, ids=None, feats=None):
 
     dec = pipe.decoder
     toks, nlog = [], []
-    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
+    image_token = getattr(dec.folder, "image_token_id", None)  # not embeddable without image features: never picked
+    params = SamplingParams(suppress=() if image_token is None else (int(image_token),))
+    for tok in dec.generate(x, steps, Sampler(params)):
         toks.append(tok)
         nlog.append(dec.logits.get().astype(np.float64) if len(toks) > 1 else None)
     ortd = dec.ort
@@ -114,9 +116,11 @@ def parity(pipe, x, steps, reference=None, ids=None, feats=None):
         rlog = [reference.decode(reference.embed(ids, feats), cache)[0, -1]]
         for tok in toks[:-1]:
             rlog.append(reference.decode(reference.embed(np.array([[tok]]), None), cache)[0, -1])
-    gap = lambda v: float(np.diff(np.sort(v)[-2:])[0])  # noqa: E731
+    off = np.isin(np.arange(olog[0].shape[-1]), params.suppress)  # suppressed ids: out of every argmax and margin
+    gap = lambda v: float(np.diff(np.sort(v[~off])[-2:])[0])  # noqa: E731
+    pick = lambda v: int(np.argmax(np.where(off, -np.inf, v)))  # noqa: E731
     errs = [float(np.abs(n - o).max()) for n, o in zip(nlog[1:], olog[1:])]
-    div = next((i for i in range(steps) if toks[i] != int(np.argmax(olog[i]))), None)
+    div = next((i for i in range(steps) if toks[i] != pick(olog[i])), None)
     out = {"steps": steps, "first_divergence": div, "max_logit_err_vs_ort": max(errs),
            "median_logit_err_vs_ort": float(np.median(errs)), "first_tokens": toks[:16]}
     if rlog is not None:
@@ -124,7 +128,7 @@ def parity(pipe, x, steps, reference=None, ids=None, feats=None):
         out["max_logit_err_vs_float64"] = max(rerr)
         out["ort_max_logit_err_vs_float64"] = max(float(np.abs(o - r).max()) for o, r in zip(olog, rlog))
     if div is not None:
-        out["at_divergence"] = {"native_token": toks[div], "ort_argmax": int(np.argmax(olog[div])),
+        out["at_divergence"] = {"native_token": toks[div], "ort_argmax": pick(olog[div]),
                                 "ort_margin": gap(olog[div]), "native_margin": gap(nlog[div]) if div else None,
                                 "max_err_so_far": max(errs[:div]) if div > 1 else None,
                                 "float64_margin": gap(rlog[div]) if rlog is not None else None}
