@@ -1,6 +1,7 @@
 """H200: the native decoder checked and timed in one call (< 8 minutes). Writes $OUT/h200_native.json.
 
-    (a) kernels vs numpy: the kernel tests of tests/test_native_cuda.py (pytest, in a subprocess)
+    (a) kernels vs numpy: the kernel tests of tests/test_native_cuda.py at gemma3-1b's head dim (pytest, in a
+        subprocess; `scripts/h200.sh native-tests` runs the whole file)
     (b) tokens of native vs onnxruntime CUDA eager over 200 steps (tiny: three fp16 layouts; gemma3-1b
         fp16 fused-cuda): onnxruntime is run teacher-forced along native's tokens, so the first step
         where its argmax differs is the first divergence; recorded there: the fp16 logit error so far and
@@ -83,8 +84,8 @@ def provenance():
 @part("kernel_tests")
 def kernel_tests():
     cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "tests/test_native_cuda.py", "-q", "-p", "no:cacheprovider",
-           "-o", "addopts=", "-k", "gemv or head or attention or advance"]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+           "-o", "addopts=", "-k", "gemv or head or advance or (attention and 256)"]  # the full file: native-tests
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=200)
     tail = (r.stdout + r.stderr).strip().splitlines()
     log("\n".join(tail[-15:]))
     return {"returncode": r.returncode, "summary": tail[-1] if tail else "", "tail": tail[-40:]}

@@ -32,6 +32,8 @@ class FakeDevice:
 class FakeOrt:
     """CudaDecoder's part the native decoder uses (eager prefill into FixedKV), computed by numpy_exec."""
 
+    capacities = None  # per-layer KV capacities (None: max_length everywhere)
+
     def __init__(self, folder, device, mode, max_length=None):
         assert mode == "eager"
         self.folder, self.device, self.transfers = folder, FakeDevice(), Transfers()
@@ -39,9 +41,8 @@ class FakeOrt:
         self.stream = sys.modules["cupy"].cuda.Stream()
         self.stream_ptr = 0
         info = folder.info
-        self.kv = FixedKV([self.max_length] * info.num_layers, info.num_kv_heads, info.head_size, self.max_length,
-                          np.float16,
-                          self.device)
+        caps = self.capacities or [self.max_length] * info.num_layers
+        self.kv = FixedKV(caps, info.num_kv_heads, info.head_size, self.max_length, np.float16, self.device)
         self.ref = self.cache = None
         self.prefill_buffers = None  # the prompt path's staging (not used here)
 
@@ -160,6 +161,12 @@ def test_refusals(fake, folders, tmp_path):
     fp32 = build_fixture(preset("tiny"), tmp_path / "fp32")
     with pytest.raises(PlanError, match="fp16"):
         _decoder(fp32)
+    FakeOrt.capacities = [256, 16, 256]  # a windowed cache on layer 1: rows are not positions there
+    try:
+        with pytest.raises(PlanError, match="KV capacities"):
+            _decoder(folders["tiny", "unfused"])
+    finally:
+        FakeOrt.capacities = None
     plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))
     with pytest.raises(PlanError, match="rotary table"):
         ND.check_plan(plan, plan.layers[0].rope_cos.shape[0] + 1)

@@ -90,6 +90,10 @@ class NativeDecoder(Decoder):
         self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
         super().__init__(folder, self.ort.device, self.ort.transfers, self.ort.max_length)
         self.plan, self.kv = plan, self.ort.kv
+        caps = {int(k.shape[-2]) for k in self.kv.keys}
+        if caps != {self.max_length}:  # a windowed cache evicts from the front; the step kernels index rows by position
+            raise PlanError(f"{folder.decoder.path.name}: KV capacities {sorted(caps)} per layer; the native step "
+                            f"needs every layer's buffer to hold max_length={self.max_length} positions")
         self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
         self.prefill_buffers = self.ort.prefill_buffers  # the prompt path stages prompts there (prompt_path)
         # lookahead (sync_every 1): step t+1 is queued before token t is read (on a second stream, after an
