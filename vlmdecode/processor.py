@@ -156,6 +156,7 @@ class Processor:
         image = read_image_config(root, config_filename)
         tokens = _image_tokens(tokenizer, image, tc, ids, str(root))
         per_image = _tokens_per_image(image, vision)
+        _check_pixels(image, vision)
         return cls(tokenizer, ids, template, image, tokens, per_image, source=str(root))
 
     # ---- prompts ------------------------------------------------------------------------
@@ -289,6 +290,17 @@ def _image_tokens(tokenizer, image: ImageConfig, tc: dict, ids: TokenIds, where:
         if want is not None and got != want:
             raise ProcessorError(f"{where}: {name} is {want} but the tokenizer maps {found[1]!r} to {got}")
     return tuple(found)
+
+
+def _check_pixels(image: ImageConfig, vision) -> None:
+    """The config's height x width must be what the vision model declares for pixel_values (where it fixes them)."""
+    if vision is None:
+        return
+    shape = vision.signature.inputs[vision.inputs["pixel_values"]][1]
+    declared = tuple(shape[2:4]) if len(shape) == 4 else ()
+    if len(declared) == 2 and all(isinstance(d, int) and d > 0 for d in declared) and declared != image.spec.size:
+        raise ProcessorError(f"{image.source} resizes images to {image.spec.height}x{image.spec.width} (HxW) but "
+                             f"{vision.path.name} declares pixel_values {list(shape)}: they must agree")
 
 
 def _tokens_per_image(image: ImageConfig, vision) -> int:
