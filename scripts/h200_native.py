@@ -1,15 +1,16 @@
 """H200: the native decoder checked and timed in one call (< 8 minutes). Writes $OUT/h200_native.json.
 
-    (a) kernels vs numpy: the kernel tests of tests/test_native_cuda.py (pytest, in a subprocess)
+    (a) kernels vs numpy: the kernel tests of tests/test_native_cuda.py at gemma3-1b's head dim (pytest, in a
+        subprocess; `scripts/h200.sh native-tests` runs the whole file)
     (b) tokens of native vs onnxruntime CUDA eager over 200 steps (tiny: three fp16 layouts; gemma3-1b
         fp16 fused-cuda): onnxruntime is run teacher-forced along native's tokens, so the first step
         where its argmax differs is the first divergence; recorded there: the fp16 logit error so far and
         the top-1/top-2 margins of onnxruntime's logits, native's and (tiny) the float64 reference's
     (c) gemma3-1b fused-cuda, context 1024, KV capacity 1072: native per token (greedy graph replays,
-        CUDA events) and the replayed step without advance; device, graph and native per token through
-        the pipeline (bench.pipeline_once, interleaved rounds); per-kernel times of an uncaptured step
-        (CUDA events) with bytes and TB/s; the copy bandwidth of this run and the floor
-        (weight + KV bytes / copy bandwidth); tiny: native vs device per token
+        CUDA events) and the replayed step without advance; device, graph, native and native with its
+        lookahead loop per token through the pipeline (bench.pipeline_once, interleaved rounds);
+        per-kernel times of an uncaptured step (CUDA events) with bytes and TB/s; the copy bandwidth of this
+        run and the floor (weight + KV bytes / copy bandwidth); tiny: native vs device per token
     (d) each kernel class alone at gemma3-1b's shapes with several block shapes (weights rotated past the
         L2, graph replays); then (c) again with the fastest shapes (tokens re-checked over 64 steps)
 Each part runs in try/except (its error recorded, the rest goes on). Prints a short table last.
@@ -83,8 +84,8 @@ def provenance():
 @part("kernel_tests")
 def kernel_tests():
     cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "tests/test_native_cuda.py", "-q", "-p", "no:cacheprovider",
-           "-o", "addopts=", "-k", "gemv or head or attention or advance"]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+           "-o", "addopts=", "-k", "gemv or head or advance or (attention and 256)"]  # the full file: native-tests
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=200)
     tail = (r.stdout + r.stderr).strip().splitlines()
     log("\n".join(tail[-15:]))
     return {"returncode": r.returncode, "summary": tail[-1] if tail else "", "tail": tail[-40:]}
@@ -232,6 +233,7 @@ def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5):
             _gemma[mode] = vlmdecode.load(_gemma["folder"], "cuda", mode, max_length=CAPACITY)
         pipes[mode] = _gemma[mode]
     onces = {m: bench.pipeline_once(p, CONTEXT, 48, 8) for m, p in pipes.items()}
+    onces["native+lookahead"] = with_lookahead(bench.pipeline_once(pipe, CONTEXT, 48, 8), dec)
     per: dict = {m: [] for m in onces}
     for r in range(rounds):
         for m in (list(onces) if r % 2 == 0 else list(onces)[::-1]):
@@ -239,9 +241,24 @@ def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5):
     out["pipeline_ms_per_token"] = {m: float(np.median(v)) for m, v in per.items()}
     out["pipeline_rounds"] = per
     out["native_over_floor"] = out["pipeline_ms_per_token"]["native"] / out["floor_ms"]
-    out["native_over_device"] = out["pipeline_ms_per_token"]["native"] / out["pipeline_ms_per_token"]["device"]
+    ms = out["pipeline_ms_per_token"]
+    out["native_over_device"] = ms["native"] / ms["device"]
+    out["native_lookahead_over_floor"] = ms["native+lookahead"] / out["floor_ms"]
+    if "graph" in ms:
+        out["native_over_graph"] = ms["native"] / ms["graph"]
     log(out["pipeline_ms_per_token"])
     return out
+
+
+def with_lookahead(once, dec):
+    """once() with the native decoder's lookahead loop (the next step queued before the token is read)."""
+    def run():
+        dec.lookahead = True
+        try:
+            return once()
+        finally:
+            dec.lookahead = False
+    return run
 
 
 @part("timing_gemma3_1b")
@@ -383,12 +400,16 @@ def timing_tiny():
     folder = fixture("tiny", "fused-cuda")
     pipes = {m: vlmdecode.load(folder, "cuda", m, max_length=192) for m in ("native", "device")}
     onces = {m: bench.pipeline_once(p, 128, 64, 8) for m, p in pipes.items()}
+    native = pipes["native"]
+    onces["native+lookahead"] = with_lookahead(bench.pipeline_once(native, 128, 64, 8), native.decoder)
     rounds: dict = {m: [] for m in onces}
     for r in range(7):
         for m in (list(onces) if r % 2 == 0 else list(onces)[::-1]):
             rounds[m].append(onces[m]()["steady"])
     out = {m: float(np.median(v)) for m, v in rounds.items()}
     out["native_over_device"] = out["native"] / out["device"]
+    out["native_lookahead_over_device"] = out["native+lookahead"] / out["device"]
+    out["rounds"] = rounds
     return out
 
 

@@ -74,7 +74,7 @@ def gelu(x):
 # ---- the kernels' contracts --------------------------------------------------------------------------
 def gemv(name, grid, a):
     (W, n_rows, ld, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y, logits, softcap,
-     part_v, part_i) = a
+     part_v, part_i, suppress, n_suppress) = a
     n_rows, ld, k, dparts, splits = int(n_rows), int(ld), int(k_len), int(dparts), grid[1]
     epi = int(name.split(",")[2][:-1])
     total = 2 * n_rows if epi == 1 else n_rows
@@ -96,22 +96,25 @@ def gemv(name, grid, a):
     else:
         x = out[0] if float(softcap) <= 0 else float(softcap) * np.tanh(out[0] / float(softcap))
         view(logits, F16, n_rows)[:] = x.astype(F16)
-        partials(x.astype(F16), grid[0], part_v, part_i)
+        ns = int(view(n_suppress, I32, 1)[0]) if int(n_suppress) else 0
+        partials(x.astype(F16), grid[0], part_v, part_i, view(suppress, I64, ns) if ns else ())
 
 
-def partials(h16, nb, part_v, part_i):
-    """One (max, first index) partial per block: here all in block 0, the others empty (-inf, NO_INDEX)."""
+def partials(h16, nb, part_v, part_i, suppress=()):
+    """One (max, first index) partial per block over the ids not suppressed: here all in block 0, the others
+    empty (-inf, NO_INDEX)."""
     pv, pi = view(part_v, F32, nb), view(part_i, I64, nb)
     pv[:], pi[:] = -np.inf, NO_INDEX
     f = h16.astype(np.float32)
+    f[np.asarray(suppress, np.int64)] = -np.inf  # never picked, never checked
     pv[0] = np.nan if (np.isnan(f) | np.isposinf(f)).any() else f.max()
     pi[0] = int(np.argmax(f))
 
 
 def argmax_partial(name, grid, a):
-    logits, V, part_v, part_i, _suppress, n_suppress = a
-    assert int(n_suppress) == 0, "the emulator models argmax_partial without suppressed ids (native passes none)"
-    partials(view(logits, F16, int(V)), grid[0], part_v, part_i)
+    logits, V, part_v, part_i, suppress, n_suppress = a
+    ns = int(n_suppress)
+    partials(view(logits, F16, int(V)), grid[0], part_v, part_i, view(suppress, I64, ns) if ns else ())
 
 
 def attention(name, grid, a):
@@ -213,12 +216,25 @@ def fake_cupy():
         def synchronize(self):
             pass
 
+        def wait_event(self, event):
+            pass
+
         def begin_capture(self):
             state.capture = []
 
         def end_capture(self):
             g, state.capture = Graph(state.capture), None
             return g
+
+    class Event:
+        def __init__(self, block=False, disable_timing=False, interprocess=False):
+            pass
+
+        def record(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
 
     class Device:
         def __init__(self, index=0):
@@ -246,7 +262,7 @@ def fake_cupy():
     cp.RawModule = lambda code=None, options=(), name_expressions=None: types.SimpleNamespace(get_function=Kernel)
     runtime = types.SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1,
                                     memsetAsync=lambda p, v, n, s: ctypes.memset(int(p), v, int(n)))
-    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, runtime=runtime,
+    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime,
                                     alloc_pinned_memory=lambda n: bytearray(n),
                                     get_current_stream=lambda: Stream())
     cp.state = state

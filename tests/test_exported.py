@@ -85,3 +85,85 @@ def test_vlm_images_of_any_size_and_mode(tmp_path):
     (tmp_path / "bad.png").write_bytes((d / "image_64x64.png").read_bytes()[:200])  # truncated PNG
     with pytest.raises(vlmdecode.processor.ProcessorError, match="bad.png.*could not be read or decoded"):
         pipe.generate("What is in this image?", image=tmp_path / "bad.png", max_new_tokens=2)
+
+
+def test_notebook_05_tables(tmp_path):
+    """explore.exported (notebook 05): components, decoder I/O, KV per layer, tokens beside the expectations."""
+    import pandas as pd
+
+    from vlmdecode import plots
+    from vlmdecode.explore import exported
+
+    names = {d.name for d in CPU}
+    if not {"builder-text-fp32", "builder-vlm"} <= names:
+        pytest.skip("the builder's folders are not in tests/data/exported")
+    text_dir, vlm_dir = exported.exported_dir("builder-text-fp32"), exported.exported_dir("builder-vlm")
+    with pytest.raises(FileNotFoundError, match="VLMDECODE_EXPORTED"):
+        exported.exported_dir("nope", root=tmp_path)
+    vlm = ModelFolder.load(vlm_dir)
+    assert list(exported.components(vlm)["role"]) == ["vision", "embedding", "decoder"]
+    io = exported.decoder_io(vlm)
+    assert "inputs_embeds" in set(io["name"]) and "past_key_values.3.key" not in set(io["name"])
+    pipe = vlmdecode.load(text_dir, "cpu")
+    kv = exported.kv_per_layer({"w": pipe})
+    assert list(kv["capacity"]) == pipe.decoder.kv.capacities and kv["bytes"].sum() == pipe.decoder.kv.nbytes
+    df = exported.tokens_beside_expected(pipe, text_dir)
+    assert len(df) == 200 and df["= transformers"].all() and df["= genai"].all()
+    assert plots.plot_kv_per_layer(kv) is not None and plots.plot_kv_per_layer(pd.DataFrame()) is not None
+
+
+@pytest.mark.parametrize("where,key", [("model", "speculative"), ("model.decoder", "pipeline"),
+                                       ("model.decoder.inputs", "past_sequence_length"), ("", "engine")])
+def test_unknown_genai_config_fields_are_refused_by_name(tmp_path, where, key):
+    import json
+    import shutil
+
+    src = next((d for d in CPU if d.name == "builder-text-fp32"), None)
+    if src is None:
+        pytest.skip("builder-text-fp32 is not in tests/data/exported")
+    work = tmp_path / "m"
+    shutil.copytree(src, work)
+    cfg = json.loads((work / "genai_config.json").read_text())
+    node = cfg
+    for part in filter(None, where.split(".")):
+        node = node[part]
+    node[key] = 1
+    (work / "genai_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(vlmdecode.modelfolder.ModelFolderError,
+                       match=rf"field\(s\) \['{key}'\] that vlmdecode does not read"):
+        ModelFolder.load(work)
+
+
+def test_pixels_equal_hf_and_genai_processors():
+    """The VLM folder's four images: with preprocessor_config.json the pixels are transformers' Gemma3ImageProcessor's
+    exactly; with processor_config.json (what vlmdecode follows, as onnxruntime-genai) genai's within 2e-7."""
+    from vlmdecode.imageconfig import read_image_config
+    from vlmdecode.images import preprocess_image
+
+    d = next((d for d in CPU if (d / "pixel_values").is_dir()), None)
+    if d is None:
+        pytest.skip("no VLM folder with recorded pixel_values in tests/data/exported")
+    hf, ortx = read_image_config(d, "preprocessor_config.json").spec, read_image_config(d).spec
+    images = sorted(p for p in d.iterdir() if p.suffix in (".png", ".jpg"))
+    assert len(images) >= 4
+    for image in images:
+        np.testing.assert_array_equal(preprocess_image(image, hf), np.load(d / "pixel_values" / f"hf_{image.stem}.npy"))
+        genai = np.load(d / "pixel_values" / f"genai_{image.stem}.npy")
+        np.testing.assert_allclose(preprocess_image(image, ortx), genai, rtol=0, atol=2e-7)
+
+
+def test_image_config_must_fit_the_vision_model(tmp_path):
+    import json
+    import shutil
+
+    src = next((d for d in CPU if (d / "vision.onnx").is_file()), None)
+    if src is None:
+        pytest.skip("no VLM folder in tests/data/exported")
+    work = tmp_path / "m"
+    shutil.copytree(src, work)
+    cfg = json.loads((work / "processor_config.json").read_text())
+    resize = next(t["operation"] for t in cfg["processor"]["transforms"] if t["operation"]["type"] == "Resize")
+    resize["attrs"]["width"] = 32
+    (work / "processor_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(vlmdecode.processor.ProcessorError, match=r"resizes images to 64x32 .* pixel_values"):
+        vlmdecode.load(work, "cpu")

@@ -114,13 +114,15 @@ def test_gemv_gate_up_gelu(warps, rpw):
     assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
 
 
-def _head(V, H, W, resid, softcap=None, warps=8, rpw=4):
+def _head(V, H, W, resid, softcap=None, warps=8, rpw=4, suppress=()):
     fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_HEAD)})
     logits = poisoned(V, np.float16)
     part_v, part_i = poisoned(K.HEAD_MAX_BLOCKS), cupy.full(K.HEAD_MAX_BLOCKS, -5, cupy.int64)
     ones = cupy.ones(H, cupy.float32)
+    sup = cupy.asarray(list(suppress) + [0], cupy.int64)
     launch = K.gemv(fns, "head", cupy.asarray(W), V, H, epi=K.EPI_HEAD, src=cupy.asarray(resid), norm_w=ones,
-                    logits=logits, softcap=softcap, part_v=part_v, part_i=part_i, warps=warps, rpw=rpw)
+                    logits=logits, softcap=softcap, part_v=part_v, part_i=part_i, warps=warps, rpw=rpw,
+                    suppress=sup, n_suppress=cupy.asarray([len(suppress)], cupy.int32))
     launch()
     nb = launch.grid[0]
     ring, n, pos, t = (cupy.zeros(1, cupy.int64) for _ in range(4))
@@ -153,8 +155,12 @@ def test_lm_head_ties_and_non_finite():
     logits, tok = _head(V, H, W, resid)
     assert logits[4242] == logits[99990] == logits[77777] == logits.max()
     assert tok == 4242
+    assert _head(V, H, W, resid, suppress=(4242, 5))[1] == 77777  # suppressed: never picked
+    assert _head(V, H, W, resid, suppress=(4242, 77777, 99990))[1] == int(np.argsort(-logits.astype(np.float32),
+                                                                                     kind="stable")[3])
     W[123] = np.nan
     assert _head(V, H, W, resid)[1] == -1
+    assert _head(V, H, W, resid, suppress=(123,))[1] == 4242  # a suppressed id is not checked either
     W[123] = 0
     W[9] = 60000  # overflows fp16: +inf logit
     assert _head(V, H, W, resid)[1] == -1
@@ -287,7 +293,7 @@ def test_native_tokens_equal_onnxruntime_and_logits_near_float64(folders, image,
     ids, x = pipe.prepare(PROMPT, image)
     toks, logits = _native_run(pipe, x, STEPS)
     eager = vlmdecode.load(folders[layout], "cuda", "eager").generate(PROMPT, image=image, max_new_tokens=STEPS,
-                                                                      stop=()).tokens
+                                                                      stop=(), suppress_tokens=()).tokens
     ref = Reference.load(folders[layout])
     cache = ref.new_cache()
     feats = ref.vision(pipe.processor.preprocess([image], dtype=np.float32).astype(np.float64))
@@ -311,6 +317,14 @@ def test_native_tokens_equal_onnxruntime_and_logits_near_float64(folders, image,
     print(f"{layout}: native == onnxruntime over {n}/{STEPS} steps, worst logit error {worst:.2e}")
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_native_pipeline_tokens_equal_eager(folders, image, layout):
+    """Through the pipeline (its default suppress_tokens: the image soft token) native = eager, 64 tokens."""
+    got = vlmdecode.load(folders[layout], "cuda", "native").generate(PROMPT, image=image, max_new_tokens=64, stop=())
+    want = vlmdecode.load(folders[layout], "cuda", "eager").generate(PROMPT, image=image, max_new_tokens=64, stop=())
+    assert got.tokens == want.tokens
+
+
 def test_native_counters_and_one_capture(folders, image):
     pipe = vlmdecode.load(folders["fp16"], "cuda", "native", sync_every=4)
     for _ in range(2):
@@ -330,6 +344,19 @@ def test_native_sampling(folders, image):
     a, b = (pipe.generate(PROMPT, image=image, max_new_tokens=24, stop=(), do_sample=True, temperature=1.5,
                           seed=9).tokens for _ in range(2))
     assert a == b and a != greedy and all(0 <= t < preset("tiny").vocab_size for t in a)
+
+
+@pytest.mark.parametrize("sync_every,lookahead", [(1, True), (5, False)])
+def test_native_loop_variants_give_the_same_tokens(folders, image, sync_every, lookahead):
+    """The id ring read each token while the next step runs (lookahead), or every 5 tokens: same tokens, greedy
+    and seeded sampling, as the plain loop."""
+    base = vlmdecode.load(folders["fused16"], "cuda", "native")
+    other = vlmdecode.load(folders["fused16"], "cuda", "native", sync_every=sync_every, lookahead=lookahead)
+    for kw in ({}, dict(do_sample=True, temperature=1.3, seed=5)):
+        want = base.generate(PROMPT, image=image, max_new_tokens=33, stop=(), **kw)
+        got = other.generate(PROMPT, image=image, max_new_tokens=33, stop=(), **kw)
+        assert got.tokens == want.tokens, kw
+    assert got.counters["replayed"] == 2 * 32 and got.counters["captured"] == 2  # greedy graph + body graph
 
 
 def test_native_device_memory_flat(folders, image):

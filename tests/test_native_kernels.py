@@ -61,7 +61,7 @@ def test_kernel_names():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
 def test_source_compiles_for_sm90_without_spills(tmp_path):
     sig = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
-           "const float*,float,float*,__half*,float,float*,long long*")
+           "const float*,float,float*,__half*,float,float*,long long*,const long long*,const int*")
     att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
            "__half*,__half*,int,int,float,float,int,float*,int*,float*")
     shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]

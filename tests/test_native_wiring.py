@@ -32,6 +32,8 @@ class FakeDevice:
 class FakeOrt:
     """CudaDecoder's part the native decoder uses (eager prefill into FixedKV), computed by numpy_exec."""
 
+    capacities = None  # per-layer KV capacities (None: max_length everywhere)
+
     def __init__(self, folder, device, mode, max_length=None):
         assert mode == "eager"
         self.folder, self.device, self.transfers = folder, FakeDevice(), Transfers()
@@ -39,9 +41,8 @@ class FakeOrt:
         self.stream = sys.modules["cupy"].cuda.Stream()
         self.stream_ptr = 0
         info = folder.info
-        self.kv = FixedKV([self.max_length] * info.num_layers, info.num_kv_heads, info.head_size, self.max_length,
-                          np.float16,
-                          self.device)
+        caps = self.capacities or [self.max_length] * info.num_layers
+        self.kv = FixedKV(caps, info.num_kv_heads, info.head_size, self.max_length, np.float16, self.device)
         self.ref = self.cache = None
         self.prefill_buffers = None  # the prompt path's staging (not used here)
 
@@ -123,9 +124,18 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     for _ in dec.generate(x, 2, Sampler(SamplingParams())):
         pass
     assert fake.state.launches[-len(dec.body) - 1:] == [b.fn.name for b in dec.body] + ["advance"]
-    # the id ring read every 3 tokens gives the same tokens
+    # suppressed ids are never picked (the prefill's argmax and the head kernel's): suppress this run's tokens
+    sup = tuple(sorted(set(toks[:3])))
+    other = list(_decoder(folders[config, layout], shapes, sync_every=1).generate(
+        x, 6, Sampler(SamplingParams(suppress=sup))))
+    assert not set(other) & set(sup)
+    # the id ring read every 3 tokens, or each token while the next step runs, gives the same tokens
     batched = _decoder(folders[config, layout], shapes, sync_every=3)
     assert list(batched.generate(x, steps, Sampler(SamplingParams()))) == toks
+    ahead = _decoder(folders[config, layout], shapes, sync_every=1)
+    ahead.lookahead = True
+    assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks
+    assert ahead.counters()["replayed"] == steps - 1 and len(ahead.transfers.steps) == steps
 
 
 def test_host_fed_step_and_rebuild(fake, folders):
@@ -151,6 +161,12 @@ def test_refusals(fake, folders, tmp_path):
     fp32 = build_fixture(preset("tiny"), tmp_path / "fp32")
     with pytest.raises(PlanError, match="fp16"):
         _decoder(fp32)
+    FakeOrt.capacities = [256, 16, 256]  # a windowed cache on layer 1: rows are not positions there
+    try:
+        with pytest.raises(PlanError, match="KV capacities"):
+            _decoder(folders["tiny", "unfused"])
+    finally:
+        FakeOrt.capacities = None
     plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))
     with pytest.raises(PlanError, match="rotary table"):
         ND.check_plan(plan, plan.layers[0].rope_cos.shape[0] + 1)

@@ -11,6 +11,7 @@
     plot_launch_floor(df)                 replayed-graph time vs kernel count, with the fitted slope
     plot_step_times(ms)                   per-step time of one generation
     plot_ttft_phases(df)                  time to first token by phase and mode, ours beside genai's
+    plot_kv_per_layer(df)                 KV bytes allocated per layer, windowed vs full (explore.exported)
 
 Inputs are the DataFrames of the `vlmdecode.explore` modules. A value that was never measured (NaN) is
 never drawn (no bar, no point; never a stand-in such as 0 or 1); empty inputs give an axis with a
@@ -347,4 +348,24 @@ def plot_ttft_phases(df: pd.DataFrame, title: str = "time to first token by phas
     axes[0].legend(fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+def plot_kv_per_layer(df: pd.DataFrame, title: str = "KV bytes allocated per layer"):
+    """Bars of KV bytes (K and V) per decoder layer, one colour per folder (explore.exported.kv_per_layer)."""
+    fig, (ax,) = _fig((7, 3.5))
+    if df.empty:
+        _no_data(ax, "KV sizes")
+        return fig
+    labels = list(dict.fromkeys(df["folder"]))
+    width = 0.8 / len(labels)
+    for i, label in enumerate(labels):
+        d = df[df["folder"] == label]
+        ax.bar(d["layer"] + (i - (len(labels) - 1) / 2) * width, d["bytes"] / 1024, width,
+               label=f"{label} ({d['bytes'].sum() / 1024:.0f} KiB)")
+    ax.set_xlabel("decoder layer")
+    ax.set_ylabel("KiB (K + V)")
+    ax.set_xticks(sorted(df["layer"].unique()))
+    ax.set_title(title)
+    ax.legend(fontsize=8)
     return fig

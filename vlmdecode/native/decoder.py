@@ -31,7 +31,7 @@ import numpy as np
 
 from ..buffers import allocate, host_array
 from ..decoders.base import Decoder, DecoderError, check_max_length
-from ..decoders.cuda import CudaDecoder, argmax_blocks, device_kernels
+from ..decoders.cuda import MAX_SUPPRESS, CudaDecoder, argmax_blocks, device_kernels
 from ..modelfolder import ModelFolder
 from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
 from . import kernels as K
@@ -76,7 +76,7 @@ class NativeDecoder(Decoder):
     mode = "native"
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
-                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None):
+                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = False):
         import cupy
 
         self.cp = cupy
@@ -90,11 +90,19 @@ class NativeDecoder(Decoder):
         self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
         super().__init__(folder, self.ort.device, self.ort.transfers, self.ort.max_length)
         self.plan, self.kv = plan, self.ort.kv
+        caps = {int(k.shape[-2]) for k in self.kv.keys}
+        if caps != {self.max_length}:  # a windowed cache evicts from the front; the step kernels index rows by position
+            raise PlanError(f"{folder.decoder.path.name}: KV capacities {sorted(caps)} per layer; the native step "
+                            f"needs every layer's buffer to hold max_length={self.max_length} positions")
         self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
         self.prefill_buffers = self.ort.prefill_buffers  # the prompt path stages prompts there (prompt_path)
-        self.sync_every = sync_every
+        # lookahead (sync_every 1): step t+1 is queued before token t is read (on a second stream, after an
+        # event), so the GPU never waits for the host between tokens; one extra step runs if the caller stops
+        self.sync_every, self.lookahead = sync_every, lookahead
+        self.ring_len = max(2, sync_every)  # ids slot n % ring_len; lookahead reads one slot while the next fills
+        self.copy_stream = cupy.cuda.Stream(non_blocking=True)
         self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
-        self.ring_host = host_array(sync_every, np.int64, self.device)
+        self.ring_host = host_array(self.ring_len, np.int64, self.device)
         # the device loop's decode step moves no input bytes; each token's id comes back (8 bytes, k at a time)
         self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
         with self.stream:
@@ -157,8 +165,9 @@ class NativeDecoder(Decoder):
         self.m, self.dpart = z(plan.intermediate), z((self.ksd, H))
         self.logits = z(plan.vocab, cp.float16)
         self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
-        self.ring = allocate((self.sync_every,), np.int64, self.device)  # Buffer: Transfers downloads it
+        self.ring = allocate((self.ring_len,), np.int64, self.device)
         self.n_dev, self.pos, self.t_dev, self.given = (z(1, cp.int64) for _ in range(4))
+        self.suppress, self.n_suppress = z(MAX_SUPPRESS, cp.int64), z(1, cp.int32)  # SamplingParams.suppress
 
     def _build(self, plan: DecoderPlan) -> None:
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
@@ -195,7 +204,7 @@ class NativeDecoder(Decoder):
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,
-                           part_i=self.part_i, **shape(sh.head))
+                           part_i=self.part_i, suppress=self.suppress, n_suppress=self.n_suppress, **shape(sh.head))
         self.body = steps + [self.head]
         common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
                       pos=self.pos, t_dev=self.t_dev)
@@ -277,8 +286,9 @@ class NativeDecoder(Decoder):
             self.given[...] = sample_unchecked(row[None], sampler.params, sampler.uniform(step, 1, self.cp))
             self.advance_given()
         elif prefill:
+            ns = len(sampler.params.suppress)
             self._prefill_partial((self._prefill_parts,), (256,), (row, np.int32(self.vocab), self.part_v, self.part_i,
-                                                                    np.uint64(0), np.int32(0)))  # no suppressed ids
+                                                                    self.suppress, np.int32(ns)))
             self.advance_prefill()
         else:
             self.advance_greedy()
@@ -290,14 +300,20 @@ class NativeDecoder(Decoder):
         S = self.kv.position
         self.n_dev.fill(0)
         self.t_dev.fill(S)
+        ids = sampler.params.suppress  # the head kernel's argmax skips them (read from the device each step)
+        if len(ids) > MAX_SUPPRESS:
+            raise ValueError(f"native mode suppresses at most {MAX_SUPPRESS} token ids, got {len(ids)}")
+        if ids:
+            self.suppress[: len(ids)] = self.cp.asarray(ids, dtype=self.cp.int64)  # on the decoder's stream
+        self.n_suppress.fill(len(ids))
         self._pick(logits.array.reshape(-1)[last: last + self.vocab], sampler, 0, prefill=True)
         return S
 
     def generate(self, x, max_new_tokens: int, sampler: Sampler):
         """Token ids (decoders.base contract); everything but the ids stays on the GPU: greedy replays the step
         with advance captured, sampling replays the body and draws with CuPy. The host reads the id ring
-        every `sync_every` tokens (the only sync)."""
-        greedy, k, tr = not sampler.params.do_sample, self.sync_every, self.transfers
+        every `sync_every` tokens (the only sync), or, with lookahead, each token while the next step runs."""
+        tr = self.transfers
         with self.generation():
             tr.steps.clear()
             with self.stream:
@@ -305,26 +321,54 @@ class NativeDecoder(Decoder):
                 self._start(x, sampler)
                 tr.note("d2h", 8, "token")
                 tr.end()
-            pending, done = 1, 0
-            while True:
-                if pending == k or done + pending == max_new_tokens:
-                    with self.stream:
-                        ids = self.ring.copy_to_host(pending, 0, self.ring_host[:pending]).tolist()  # the sync
-                    for i, tok in enumerate(ids):
-                        if tok < 0:
-                            raise NonFiniteLogitsError(
-                                f"non-finite logits at step {done + i}: NaN or +inf, or every logit -inf", done + i,
-                                (0,))
-                        yield tok
-                    done, pending = done + pending, 0
-                    if done == max_new_tokens:
-                        return
+            loop = self._lookahead if self.lookahead and self.sync_every == 1 else self._batched
+            yield from loop(max_new_tokens, sampler)
+
+    def _queue_step(self, sampler: Sampler, step: int) -> None:
+        """Replay the step that picks token `step` (no host sync)."""
+        greedy = not sampler.params.do_sample
+        with self.stream:
+            self.replay(greedy)
+            if not greedy:
+                self._pick(self.logits, sampler, step)
+        self.transfers.add(self.step_bytes)
+
+    @staticmethod
+    def _check(tok: int, step: int) -> int:
+        if tok < 0:
+            raise NonFiniteLogitsError(f"non-finite logits at step {step}: NaN or +inf, or every logit -inf", step,
+                                       (0,))
+        return tok
+
+    def _batched(self, max_new_tokens: int, sampler: Sampler):
+        k, pending, done = self.sync_every, 1, 0
+        while True:
+            if pending == k or done + pending == max_new_tokens:
+                start = done % self.ring_len  # k == ring_len, or one slot at a time: never wraps
                 with self.stream:
-                    self.replay(greedy)
-                    if not greedy:
-                        self._pick(self.logits, sampler, done + pending)
-                tr.add(self.step_bytes)
-                pending += 1
+                    ids = self.ring.copy_to_host(pending, start, self.ring_host[:pending]).tolist()  # the sync
+                for i, tok in enumerate(ids):
+                    yield self._check(tok, done + i)
+                done, pending = done + pending, 0
+                if done == max_new_tokens:
+                    return
+            self._queue_step(sampler, done + pending)
+            pending += 1
+
+    def _lookahead(self, max_new_tokens: int, sampler: Sampler):
+        cp = self.cp
+        events = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
+        events[0].record(self.stream)  # after the first pick
+        queued = 1
+        for i in range(max_new_tokens):
+            if queued < max_new_tokens:
+                self._queue_step(sampler, queued)
+                events[queued % 2].record(self.stream)
+                queued += 1
+            self.copy_stream.wait_event(events[i % 2])
+            with self.copy_stream:  # token i, read while step i + 1 runs
+                tok = int(self.ring.copy_to_host(1, i % 2, self.ring_host[:1])[0])
+            yield self._check(tok, i)
 
     # ---- measurement -------------------------------------------------------------------------------
     def prepare_timing(self, x) -> int:
@@ -375,7 +419,7 @@ class NativeDecoder(Decoder):
 
 def build(folder: ModelFolder, device, mode: str = "native", *, max_length: int | None = None, threads: int = 0,
           **options) -> NativeDecoder:
-    """modes factory for "native"; options: NativeDecoder's keywords (sync_every, plan, shapes)."""
+    """modes factory for "native"; options: NativeDecoder's keywords (sync_every, plan, shapes, lookahead)."""
     if mode != "native":
         raise ValueError(f"vlmdecode.native.decoder builds mode 'native', not {mode!r}")
     return NativeDecoder(folder, device, max_length=max_length, **options)

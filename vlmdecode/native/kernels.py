@@ -167,9 +167,11 @@ def head_blocks(fn, threads: int, n_groups: int) -> int:
 def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, splits: int = 1, y=None,
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
-         part_v=None, part_i=None, warps: int = 4, rpw: int = 2) -> Launch:
+         part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
+    LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
+    at run time, so a captured graph follows new ids), or None.
     warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
@@ -189,7 +191,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     shared = _need_shared(fn, 4 * k_len)
     args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
             ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
-            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i))
+            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))
     out_rows = n_rows * (1 if epi == EPI_GELU else splits)
     nbytes = int(W.nbytes) + 4 * ld + (2 if head else 4) * out_rows
     return Launch(name, fn, (grid_x, splits, 1), (warps * 32, 1, 1), args, shared, nbytes)

@@ -8,8 +8,8 @@ each block recomputes from the [H] row) runs while the weights are in flight.
     gemv<NV, RPW, EPI>   y = W x', x' formed by `form_vector`; EPI_PLAIN writes y (split-K partials along
                          gridDim.y), EPI_GELU writes gelu_tanh(W[j] x') * (W[j + n] x') for the packed
                          gate|up rows (RPW / 2 pairs a warp), EPI_HEAD writes fp16 logits (optional
-                         softcap) and one (max, first index) partial per block, NaN when a logit is
-                         NaN/+inf (device mode's semantics)
+                         softcap) and one (max, first index) partial per block over the ids not
+                         suppressed, NaN when one of those logits is NaN/+inf (device mode's semantics)
     attention<HD>        q/k RMSNorm + half-split rotary + KV append at position pos[0] + one chunk of the
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)
@@ -151,7 +151,8 @@ __global__ void __launch_bounds__(256) gemv(
     const float* delta, const int delta_parts, const float* delta_w,
     float* resid_out, const float* norm_w, const float eps,
     float* y,                                      // PLAIN [gridDim.y, n_rows]; GELU [n_rows]
-    __half* logits, const float softcap, float* part_v, long long* part_i)  // HEAD
+    __half* logits, const float softcap, float* part_v, long long* part_i,  // HEAD
+    const long long* suppress, const int* n_suppress)  // HEAD: ids the argmax skips ([n_suppress[0]], or NULL)
 {
     extern __shared__ float vec[];
     __shared__ float red[32];
@@ -173,6 +174,7 @@ __global__ void __launch_bounds__(256) gemv(
     float bv = -INF_F;
     long long bi = NO_INDEX;
     bool bad = false;
+    const int ns = (EPI == EPI_HEAD && n_suppress != NULL) ? n_suppress[0] : 0;
     for (; g < n_groups; g += gridDim.x) {
         if (g != (int)blockIdx.x) {
             warp_rows<RPW, EPI>(row, g, n_rows);
@@ -200,14 +202,16 @@ __global__ void __launch_bounds__(256) gemv(
         } else {
 #pragma unroll
             for (int i = 0; i < RPW; ++i) {
-                if (row[i] >= n_rows) continue;
+                const int r = row[i];
                 float x = acc[i];
                 if (softcap > 0.f) x = softcap * tanhf(x / softcap);
                 const __half h = __float2half_rn(x);
-                if (lane == 0) logits[row[i]] = h;
+                if (lane == 0 && r < n_rows) logits[r] = h;
+                bool skip = r >= n_rows;  // a suppressed id is never picked nor checked (device mode's argmax)
+                for (int q = 0; q < ns; ++q) skip |= suppress[q] == r;
                 const float xv = __half2float(h);  // pick on the stored logit, as device mode does
-                if (xv != xv || xv == INF_F) bad = true;
-                if (xv > bv || bi == NO_INDEX) { bv = xv; bi = row[i]; }  // rows ascend within a warp
+                if (!skip && (xv != xv || xv == INF_F)) bad = true;
+                if (!skip && (xv > bv || bi == NO_INDEX)) { bv = xv; bi = r; }  // rows ascend within a warp
             }
         }
     }
