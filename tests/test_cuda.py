@@ -11,19 +11,11 @@ import gc
 
 import numpy as np
 import pytest
+from cuda_gate import require_cuda
 
 pytestmark = pytest.mark.cuda
 
-cupy = pytest.importorskip("cupy")
-try:
-    HAVE_GPU = cupy.cuda.runtime.getDeviceCount() > 0
-except Exception:  # no driver
-    HAVE_GPU = False
-if not HAVE_GPU:
-    pytest.skip("no CUDA device", allow_module_level=True)
-ort = pytest.importorskip("onnxruntime")
-if "CUDAExecutionProvider" not in ort.get_available_providers():
-    pytest.skip("onnxruntime has no CUDAExecutionProvider", allow_module_level=True)
+cupy, ort = require_cuda()
 
 import vlmdecode  # noqa: E402
 from vlmdecode.fixture import preset  # noqa: E402
@@ -331,8 +323,11 @@ def test_all_minus_inf_row_is_an_error_on_host_and_device(folders, image, mode, 
 
     monkeypatch.setattr(dec, "run_step", poisoned)
     kw = dict(seed=1, **SAMPLED) if sampled else {}
-    with pytest.raises(NonFiniteLogitsError, match="step 2"):
+    from vlmdecode.generation import GenerationError
+
+    with pytest.raises(GenerationError, match="step 2") as e:  # the two tokens made before it are kept
         p.generate(PROMPT, image=image, max_new_tokens=8, stop=(), **kw)
+    assert isinstance(e.value.__cause__, NonFiniteLogitsError) and len(e.value.tokens) == 2
     monkeypatch.setattr(dec, "run_step", run)
     assert len(p.generate(PROMPT, image=image, max_new_tokens=8, stop=()).tokens) == 8  # usable afterwards
 

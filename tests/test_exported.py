@@ -150,3 +150,20 @@ def test_pixels_equal_hf_and_genai_processors():
         np.testing.assert_array_equal(preprocess_image(image, hf), np.load(d / "pixel_values" / f"hf_{image.stem}.npy"))
         genai = np.load(d / "pixel_values" / f"genai_{image.stem}.npy")
         np.testing.assert_allclose(preprocess_image(image, ortx), genai, rtol=0, atol=2e-7)
+
+
+def test_image_config_must_fit_the_vision_model(tmp_path):
+    import json
+    import shutil
+
+    src = next((d for d in CPU if (d / "vision.onnx").is_file()), None)
+    if src is None:
+        pytest.skip("no VLM folder in tests/data/exported")
+    work = tmp_path / "m"
+    shutil.copytree(src, work)
+    cfg = json.loads((work / "processor_config.json").read_text())
+    resize = next(t["operation"] for t in cfg["processor"]["transforms"] if t["operation"]["type"] == "Resize")
+    resize["attrs"]["width"] = 32
+    (work / "processor_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(vlmdecode.processor.ProcessorError, match=r"resizes images to 64x32 .* pixel_values"):
+        vlmdecode.load(work, "cpu")

@@ -10,19 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cuda_gate import require_cuda
 
 pytestmark = pytest.mark.cuda
 
-cupy = pytest.importorskip("cupy")
-try:
-    HAVE_GPU = cupy.cuda.runtime.getDeviceCount() > 0
-except Exception:  # no driver
-    HAVE_GPU = False
-if not HAVE_GPU:
-    pytest.skip("no CUDA device", allow_module_level=True)
-ort = pytest.importorskip("onnxruntime")
-if "CUDAExecutionProvider" not in ort.get_available_providers():
-    pytest.skip("onnxruntime has no CUDAExecutionProvider", allow_module_level=True)
+cupy, ort = require_cuda()
 
 import vlmdecode  # noqa: E402
 from vlmdecode.fixture import build_fixture, preset  # noqa: E402

@@ -39,7 +39,7 @@ from .search import SearchConfig, SearchConfigError
 DEFAULT_CAPACITY = 4096  # KV positions allocated by default when the folder's max_length is larger
 
 __all__ = ["CONFIG_NAME", "DEFAULT_CAPACITY", "Component", "DecoderInfo", "ModelFolder", "ModelFolderError",
-           "Signature", "TokenIds", "read_config"]
+           "Signature", "TokenIds", "read_config", "token_ids"]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ model's output shape (or taken from it when the config has none). Every bad inpu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ from .chat import ChatTemplate, image_sequence
 from .errors import ProcessorError
 from .imageconfig import ImageConfig, read_image_config, read_json
 from .images import MAX_IMAGE_PIXELS, ImageSpec, demo_image, preprocess_image
-from .modelfolder import ModelFolder, ModelFolderError, TokenIds
+from .modelfolder import ModelFolder, ModelFolderError, TokenIds, read_config, token_ids
 
 __all__ = ["MAX_IMAGE_PIXELS", "Processor", "ProcessorError", "StreamDecoder", "ImageSpec", "demo_image",
            "preprocess_image", "TOKENIZER_JSON", "TOKENIZER_CONFIG"]
@@ -139,8 +138,9 @@ class Processor:
             tokenizer = Tokenizer.from_file(str(tok_path))
         except Exception as e:  # noqa: BLE001 -- tokenizers raises a bare Exception on malformed files
             raise ProcessorError(f"{tok_path}: not a tokenizer.json the tokenizers library can read ({e})") from None
-        try:
-            ids = folder.ids if folder is not None and folder.ids is not None else TokenIds.read(root)
+        try:  # genai_config.json through the one reader (modelfolder): parsed there, or here without a folder
+            cfg = folder.raw if folder is not None else read_config(root)
+            ids = folder.ids if folder is not None and folder.ids is not None else token_ids(cfg)
         except ModelFolderError as e:
             raise ProcessorError(str(e)) from None
         tc_path = root / TOKENIZER_CONFIG
@@ -149,13 +149,14 @@ class Processor:
             raise ProcessorError(f"{tc_path}: expected a JSON object")
         template = ChatTemplate.load(root, tc)
         vision = folder.vision if folder is not None else None
-        has_vision = vision is not None or (folder is None and "vision" in _model_section(root))
-        if not has_vision:
+        model = cfg["model"]
+        if vision is None and (folder is not None or "vision" not in model):
             return cls(tokenizer, ids, template, source=str(root))
-        config_filename = _model_section(root).get("vision", {}).get("config_filename")
+        config_filename = model.get("vision", {}).get("config_filename")
         image = read_image_config(root, config_filename)
         tokens = _image_tokens(tokenizer, image, tc, ids, str(root))
         per_image = _tokens_per_image(image, vision)
+        _check_pixels(image, vision)
         return cls(tokenizer, ids, template, image, tokens, per_image, source=str(root))
 
     # ---- prompts ------------------------------------------------------------------------
@@ -259,14 +260,6 @@ class Processor:
         return int(token_id) in self.eos_token_ids
 
 
-def _model_section(root: Path) -> dict:
-    try:
-        m = json.loads((root / "genai_config.json").read_text()).get("model", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-    return m if isinstance(m, dict) else {}
-
-
 def _image_tokens(tokenizer, image: ImageConfig, tc: dict, ids: TokenIds, where: str) -> tuple:
     """(boi, image_token, eoi): from the flat config, else tokenizer_config.json; single tokens, ids checked."""
     found = []
@@ -289,6 +282,17 @@ def _image_tokens(tokenizer, image: ImageConfig, tc: dict, ids: TokenIds, where:
         if want is not None and got != want:
             raise ProcessorError(f"{where}: {name} is {want} but the tokenizer maps {found[1]!r} to {got}")
     return tuple(found)
+
+
+def _check_pixels(image: ImageConfig, vision) -> None:
+    """The config's height x width must be what the vision model declares for pixel_values (where it fixes them)."""
+    if vision is None:
+        return
+    shape = vision.signature.inputs[vision.inputs["pixel_values"]][1]
+    declared = tuple(shape[2:4]) if len(shape) == 4 else ()
+    if len(declared) == 2 and all(isinstance(d, int) and d > 0 for d in declared) and declared != image.spec.size:
+        raise ProcessorError(f"{image.source} resizes images to {image.spec.height}x{image.spec.width} (HxW) but "
+                             f"{vision.path.name} declares pixel_values {list(shape)}: they must agree")
 
 
 def _tokens_per_image(image: ImageConfig, vision) -> int:

@@ -5,7 +5,7 @@ const { chromium } = require('playwright-core');
   const browser = await chromium.launch({ executablePath: '/usr/bin/chromium',
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
            '--disable-component-update', '--disable-sync'] });
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1200 } });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
   await page.goto(`http://127.0.0.1:${port}/lab/workspaces/explorer/tree/notebooks/04_eager_vs_graph.ipynb?reset&token=${token}`);
   await page.waitForSelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell', { timeout: 60000 });
   await page.waitForTimeout(5000);
@@ -18,10 +18,17 @@ const { chromium } = require('playwright-core');
   await button.click();
   await page.waitForFunction(() => /tokens:/.test(document.body.innerText) &&
     [...document.querySelectorAll('.widget-button')].some(b => b.textContent.trim() === 'Run' && !b.disabled), null, { timeout: 60000 });
-  await page.waitForTimeout(3000);
   const cell = page.locator('.jp-Cell').filter({ has: page.locator('.widget-button') }).last();
   await cell.scrollIntoViewIfNeeded();
-  await cell.locator('.jp-Cell-outputWrapper').screenshot({ path: out });
+  const plot = cell.locator('.widget-output img').last();  // the step plot, once it is in view and decoded
+  await plot.waitFor({ timeout: 60000 });
+  await plot.evaluate(img => img.decode());
+  await page.waitForTimeout(2000);
+  // a first capture makes headless Chromium rasterize the whole area; the second is the one kept
+  const area = cell.locator('.jp-Cell-outputWrapper');
+  await area.screenshot({ path: out });
+  await page.waitForTimeout(3000);
+  await area.screenshot({ path: out });
   console.log('saved', out);
   await browser.close();
 })();

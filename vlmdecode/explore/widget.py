@@ -105,7 +105,7 @@ def explorer(make_pipe, presets=("tiny",), devices=None, modes=None, image=None,
             for rec in pipe.stream(prompt, image=img, max_new_tokens=tokens_w.value, stop=()):
                 box.records.append(rec)
                 text.value = "tokens: " + " ".join(str(r.token) for r in box.records)
-                if len(box.records) % 8 == 0:
+                if len(box.records) % 8 == 0 and len(box.records) < tokens_w.value:
                     show_steps()
             show_steps()
         except Exception as e:  # noqa: BLE001  (shown in the box: a notebook callback's traceback goes to a log)
