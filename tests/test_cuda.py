@@ -75,14 +75,21 @@ def test_device_argmax_kernels(vocab):
         row = cases["random"].copy()
         row[vocab - 2] = bad
         cases[f"has {bad}"] = row
+    suppress = cupy.asarray([int(np.argmax(cases["random"]))], cupy.int64)  # the top id, never picked
     for name, row in cases.items():
         logits = cupy.asarray(row)
-        partial((nb,), (256,), (logits, np.int32(vocab), part_v, part_i))
+        partial((nb,), (256,), (logits, np.int32(vocab), part_v, part_i, suppress, np.int32(0)))
         advance((1,), (1024,), (part_v, part_i, np.int32(nb), np.uint64(0), np.uint64(0), np.int32(0), np.uint64(0),
                                 np.uint64(0), ring, np.int32(0), pos, mask, t))
         # -1: NaN, +inf, or nothing to pick (every logit -inf): the host's rule (sampling.check_finite)
         want = -1 if np.isnan(row).any() or np.isposinf(row).any() or np.isneginf(row).all() else int(np.argmax(row))
         assert int(ring.get()[0]) == want, name
+    row = cases["random"].astype(np.float32)
+    partial((nb,), (256,), (cupy.asarray(cases["random"]), np.int32(vocab), part_v, part_i, suppress, np.int32(1)))
+    advance((1,), (1024,), (part_v, part_i, np.int32(nb), np.uint64(0), np.uint64(0), np.int32(0), np.uint64(0),
+                            np.uint64(0), ring, np.int32(0), pos, mask, t))
+    row[int(suppress.get()[0])] = -np.inf
+    assert int(ring.get()[0]) == int(np.argmax(row)), "suppressed id picked"
 
 
 def test_device_mode_embedding_session_path_matches_gather(folders, image):
