@@ -3,7 +3,9 @@
 Cases per folder (the exporters' expected.json, see tests/data/exported/README.md):
   text folders  prompt.messages[0].content, ids = prompt.input_ids, tokens = onnxruntime-genai CPU's
                 greedy tokens where it ran (int4: they differ from HF's by quantization; genai stopped at
-                eos), else transformers float32 greedy (hf_float32_greedy)
+                eos), else onnxruntime-genai CUDA's (the -cuda exports, run on an H200: fp16's equal
+                HF's for all 200 steps, int4's differ from step 0), else transformers float32 greedy
+                (hf_float32_greedy)
   VLM folder    per image: the text item, that image, ids = HF Gemma3Processor's input_ids, tokens =
                 onnxruntime-genai CPU's (it resizes as processor_config.json says, CUBIC, as vlmdecode
                 does; HF's processor follows preprocessor_config.json, BILINEAR, which changes the
@@ -40,9 +42,10 @@ def folders(cuda: bool) -> list[Path]:
 
 
 def _pick(block: dict, hf: dict) -> tuple[list, bool, str]:
-    genai = block.get("onnxruntime_genai_cpu_greedy", {})
-    if "tokens" in genai:
-        return genai["tokens"], bool(genai.get("stopped_at_eos")), "onnxruntime_genai_cpu_greedy"
+    for key in ("onnxruntime_genai_cpu_greedy", "onnxruntime_genai_cuda_greedy"):
+        genai = block.get(key, {})
+        if "tokens" in genai:
+            return genai["tokens"], bool(genai.get("stopped_at_eos")), key
     return hf["tokens"], False, next(k for k, v in block.items() if v is hf)
 
 

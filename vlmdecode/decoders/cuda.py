@@ -12,8 +12,9 @@
 CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so kernels and
 replays are ordered without host syncs; device mode also sets
 `disable_synchronize_execution_providers` and syncs only when it reads token ids (every
-`sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are
-checked in `check_mode` with errors that state the contract. Not here: the prompt path (prompt_path).
+`sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside; no windowed
+KV, whose captured steps diverge from eager on onnxruntime 1.31) are checked in `check_mode` with errors
+that state the contract. Not here: the prompt path (prompt_path).
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
@@ -151,6 +152,13 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
             f"mode {mode!r} needs a fixed-capacity KV cache bound at fixed addresses (CUDA graph capture); "
             f"this decoder's KV grows by Concat ({folder.decoder.path.name}, attention 'onnx'): use mode='eager' "
             "or build the fixture with --attention gqa"
+        )
+    if modes.get(mode).capture and info.windowed:
+        raise ValueError(
+            f"mode {mode!r} is refused for {folder.decoder.path.name}: windowed KV (sliding_window_cache=1 on the "
+            "local layers' GroupQueryAttention) diverges under CUDA graph capture on onnxruntime 1.31 (measured "
+            "on an H200: data/results/h200_windowed_kv_graph_log.txt; onnxruntime-genai's graph mode diverges "
+            "the same way): use mode='eager', or export with --extra_options windowed_kv_cache=false for graph/device"
         )
     if info.kv_layout == "shared" and np.dtype(info.dtype) == np.float32:
         raise ValueError(
