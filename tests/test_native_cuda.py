@@ -315,10 +315,46 @@ def test_native_tokens_equal_onnxruntime_and_logits_near_float64(folders, image,
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_native_pipeline_tokens_equal_eager(folders, image, layout):
-    """Through the pipeline (its default suppress_tokens: the image soft token) native = eager, 64 tokens."""
-    got = vlmdecode.load(folders[layout], "cuda", "native").generate(PROMPT, image=image, max_new_tokens=64, stop=())
-    want = vlmdecode.load(folders[layout], "cuda", "eager").generate(PROMPT, image=image, max_new_tokens=64, stop=())
-    assert got.tokens == want.tokens
+    """Through the pipeline (its default suppress_tokens: the image soft token), 64 tokens: native = eager up
+    to their first difference, which may only come where the float64 reference's top-1/top-2 margin is at
+    most twice the measured fp16 logit error (#16's rule; reported with its step and margin); before it,
+    native's token is the float64 argmax at every step whose margin exceeds that."""
+    from vlmdecode.generation import call_params
+    from vlmdecode.reference import Reference
+
+    n = 64
+    pipe = vlmdecode.load(folders[layout], "cuda", "native")
+    got = pipe.generate(PROMPT, image=image, max_new_tokens=n, stop=()).tokens
+    want = vlmdecode.load(folders[layout], "cuda", "eager").generate(PROMPT, image=image, max_new_tokens=n,
+                                                                     stop=()).tokens
+    d = next((i for i in range(n) if got[i] != want[i]), None)
+    assert d != 0, "the first token comes from the same onnxruntime prefill in both modes"
+    last = n - 1 if d is None else d
+    params = call_params(pipe.folder)  # what generate used: greedy, the image soft token suppressed
+    ids, x = pipe.prepare(PROMPT, image)
+    toks, logits = _native_run(pipe, x, last + 1, params)
+    assert toks == got[: last + 1]  # the same run, its logits exposed
+    keep = np.ones(preset("tiny").vocab_size, bool)
+    keep[list(params.suppress)] = False
+    ref = Reference.load(folders[layout])
+    cache = ref.new_cache()
+    feats = ref.vision(pipe.processor.preprocess([image], dtype=np.float32).astype(np.float64))
+    ref.decode(ref.embed(ids, feats), cache)
+    worst = 0.0
+    for step in range(1, last + 1):
+        r = np.where(keep, ref.decode(ref.embed(np.array([[toks[step - 1]]]), None), cache)[0, -1], -np.inf)
+        worst = max(worst, float(np.abs(logits[step] - r)[keep].max()))
+        tol = 2 * max(worst, 1e-3)
+        top2 = np.sort(r)[-2:]
+        margin = float(top2[1] - top2[0])
+        if margin > tol:
+            assert toks[step] == int(np.argmax(r)), f"step {step}: native {toks[step]} vs float64 {np.argmax(r)} " \
+                                                    f"(margin {margin:.3g} > twice the fp16 error {tol:.3g})"
+    if d is not None:
+        print(f"{layout}: native {got[d]} vs eager {want[d]} at step {d}: float64 margin {margin:.3g}, "
+              f"twice the fp16 logit error {tol:.3g}")
+        assert margin <= tol, f"native differs from eager at step {d} where the float64 margin {margin:.3g} > {tol:.3g}"
+        assert max(r.max() - r[got[d]], r.max() - r[want[d]]) <= tol, f"step {d}: a token outside the near-tie"
 
 
 def test_native_counters_and_one_capture(folders, image):
