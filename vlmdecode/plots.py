@@ -338,9 +338,10 @@ def plot_ttft_phases(df: pd.DataFrame, title: str = "time to first token by phas
             else:
                 col = f"{phase}_ms"
                 vals = np.array([g[g["mode"] == m][col].median() if col in g else np.nan for m in modes])
-            vals = np.nan_to_num(np.asarray(vals, float), nan=0.0).clip(min=0)
-            ax.bar(range(len(modes)), vals, bottom=bottom, color=PHASE_COLORS[phase], label=phase)
-            bottom += vals
+            vals = np.asarray(vals, float).clip(min=0)
+            have = np.flatnonzero(~np.isnan(vals))  # a phase a mode did not measure gets no bar at all
+            ax.bar(have, vals[have], bottom=bottom[have], color=PHASE_COLORS[phase], label=phase)
+            bottom[have] += vals[have]
         ax.set_xticks(range(len(modes)), modes, rotation=30, fontsize=8)
         n = int(g["prompt_tokens"].median())
         ax.set_title(f"{preset} {layout}, {prompt} prompt ({n} tokens)", fontsize=9)

@@ -314,6 +314,31 @@ __device__ __forceinline__ float* part_ml(float* part, const int nq, const int h
 // The last block of KV head g: out[h] = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c over the nchunks
 // partials of each of its grp heads. One warp a head forms the chunk weights in cw [grp][nchunks] (lanes
 // over chunks), then each thread sums float4s of o over the chunks, 8 chunks' loads in flight at once.
+// Softmax of one chunk's scores p[h * chunk + i] (i < nk) per head of the group, one warp a head: p becomes
+// exp(s - m), and (m, sum) go to the chunk's partial for combine_chunks. Shared by both attention kernels.
+template <int HD>
+__device__ __forceinline__ void chunk_softmax(float* p, float* part, const int nq, const int g, const int grp,
+                                              const int c, const int chunk, const int nk, const int warp,
+                                              const int nwarps, const int lane) {
+    for (int h = warp; h < grp; h += nwarps) {
+        float m = -INF_F;
+        for (int i = lane; i < nk; i += 32) m = fmaxf(m, p[h * chunk + i]);
+        m = warp_max(m);
+        float sum = 0.f;
+        for (int i = lane; i < nk; i += 32) {
+            const float e = __expf(p[h * chunk + i] - m);
+            p[h * chunk + i] = e;
+            sum += e;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) {
+            float* ml = part_ml<HD>(part, nq, g * grp + h, c);
+            ml[0] = m;
+            ml[1] = sum;
+        }
+    }
+}
+
 template <int HD>
 __device__ void combine_chunks(float* part, const int nq, const int g, const int grp, const int nchunks,
                                float* cw, float* out) {
@@ -454,23 +479,7 @@ __global__ void __launch_bounds__(256) attention(
     }
     __syncthreads();
     // 4. softmax over the chunk per head (one warp a head): max, exp, sum
-    for (int h = warp; h < grp; h += nwarps) {
-        float m = -INF_F;
-        for (int i = lane; i < nk; i += 32) m = fmaxf(m, p[h * chunk + i]);
-        m = warp_max(m);
-        float sum = 0.f;
-        for (int i = lane; i < nk; i += 32) {
-            const float e = __expf(p[h * chunk + i] - m);
-            p[h * chunk + i] = e;
-            sum += e;
-        }
-        sum = warp_sum(sum);
-        if (lane == 0) {
-            float* ml = part_ml<HD>(part, nq, g * grp + h, c);
-            ml[0] = m;
-            ml[1] = sum;
-        }
-    }
+    chunk_softmax<HD>(p, part, nq, g, grp, c, chunk, nk, warp, nwarps, lane);
     __syncthreads();
     // 5. unnormalised p @ V of the chunk, threads over (head, dim)
     for (int d = tid; d < HD; d += blockDim.x)
@@ -611,23 +620,7 @@ __global__ void __launch_bounds__(256) attention_pf(
     }
     __syncthreads();
     // 4. softmax over the chunk per head, as `attention`
-    for (int h = warp; h < grp; h += nwarps) {
-        float m = -INF_F;
-        for (int i = lane; i < nk; i += 32) m = fmaxf(m, p[h * chunk + i]);
-        m = warp_max(m);
-        float sum = 0.f;
-        for (int i = lane; i < nk; i += 32) {
-            const float e = __expf(p[h * chunk + i] - m);
-            p[h * chunk + i] = e;
-            sum += e;
-        }
-        sum = warp_sum(sum);
-        if (lane == 0) {
-            float* ml = part_ml<HD>(part, nq, g * grp + h, c);
-            ml[0] = m;
-            ml[1] = sum;
-        }
-    }
+    chunk_softmax<HD>(p, part, nq, g, grp, c, chunk, nk, warp, nwarps, lane);
     __syncthreads();
     // 5. p @ V from the registers: sum over this lane's keys, then its warp's key groups, then the warps
     for (int h = 0; h < grp; ++h) {
