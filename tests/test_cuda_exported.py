@@ -7,7 +7,7 @@ default) gives the tokens of the same weights with full-length caches, and the C
 exporters (tests/data/exported/*, when present) give their expected tokens (onnxruntime-genai-cuda
 eager's, committed in expected.json). Graph and device modes are refused on windowed KV (check_mode):
 on onnxruntime 1.31 their captured steps diverged from eager at the first decode step
-(data/results/h200_windowed_kv_graph_log.txt), as onnxruntime-genai's graph mode does (#11).
+(data/results/h200_gpu_test_log_round2.txt), as onnxruntime-genai's graph mode does (#11).
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def test_cuda_exports_refuse_graph_and_device(folder):
     assert check_mode("eager", f) == "eager"
     for mode in ("graph", "device"):
         with pytest.raises(ValueError, match=r"windowed KV \(sliding_window_cache=1 .* diverges under CUDA graph "
-                           r"capture .*data/results/h200_windowed_kv_graph_log\.txt.* use mode='eager', or export "
+                           r"capture .*data/results/h200_gpu_test_log_round2\.txt.* use mode='eager', or export "
                            r"with --extra_options windowed_kv_cache=false for graph/device"):
             check_mode(mode, f)
     full = replace(f, info=replace(f.info, windows=(None,) * len(f.info.windows)))

@@ -157,7 +157,7 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
         raise ValueError(
             f"mode {mode!r} is refused for {folder.decoder.path.name}: windowed KV (sliding_window_cache=1 on the "
             "local layers' GroupQueryAttention) diverges under CUDA graph capture on onnxruntime 1.31 (measured "
-            "on an H200: data/results/h200_windowed_kv_graph_log.txt; onnxruntime-genai's graph mode diverges "
+            "on an H200: data/results/h200_gpu_test_log_round2.txt; onnxruntime-genai's graph mode diverges "
             "the same way): use mode='eager', or export with --extra_options windowed_kv_cache=false for graph/device"
         )
     if info.kv_layout == "shared" and np.dtype(info.dtype) == np.float32:
