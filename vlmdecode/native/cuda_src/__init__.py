@@ -1,0 +1,1 @@
+"""CUDA C++ source of the native kernels, one module per topic; `native.kernels_src` joins them."""

@@ -1,0 +1,170 @@
+"""Shared CUDA helpers of the native kernels: fp16/fp32 constants, warp and block reductions, the
+argmax order, gelu_tanh, 8-wide dot products, and the GEMV prologue that folds the residual and RMSNorm
+into the input vector (`fold_regs`, `form_vector`).
+
+Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
+"""
+
+CODE = r"""
+#include <cuda_fp16.h>
+
+#define INF_F __int_as_float(0x7f800000)
+#define NAN_F __int_as_float(0x7fc00000)
+#define NO_INDEX 0x7fffffffffffffffLL
+#define FULL 0xffffffffu
+
+enum { EPI_PLAIN = 0, EPI_GELU = 1, EPI_HEAD = 2 };
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL, v, o));
+    return v;
+}
+
+// every thread gets the block's sum; red: 32 floats of shared memory
+__device__ __forceinline__ float block_sum(float v, float* red) {
+    v = warp_sum(v);
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();  // red may still be read by a previous call
+    if (l == 0) red[w] = v;
+    __syncthreads();
+    return warp_sum(l < nw ? red[l] : 0.f);
+}
+
+// (a, ia) <- the better of (a, ia), (b, ib): NaN wins (reported), then larger, then the smaller index
+__device__ __forceinline__ void better(float& a, long long& ia, float b, long long ib) {
+    if (b != b || (a == a && (b > a || (b == a && ib < ia)))) { a = b; ia = ib; }
+}
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+    return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+__device__ __forceinline__ float dot8(const uint4 w, const float* x) {
+    const __half2* h = reinterpret_cast<const __half2*>(&w);
+    const float4 a = *reinterpret_cast<const float4*>(x);
+    const float4 b = *reinterpret_cast<const float4*>(x + 4);
+    const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+    const float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+    float s = f0.x * a.x;
+    s = fmaf(f0.y, a.y, s); s = fmaf(f1.x, a.z, s); s = fmaf(f1.y, a.w, s);
+    s = fmaf(f2.x, b.x, s); s = fmaf(f2.y, b.y, s); s = fmaf(f3.x, b.z, s); s = fmaf(f3.y, b.w, s);
+    return s;
+}
+
+#define FOLD_R 3  // float4 slots per thread of the register fold: n <= 12 x threads (1152 at >= 96 threads)
+
+__device__ __forceinline__ float4 f4_fma(const float4 a, const float s, const float4 b, const float4 c) {
+    return make_float4(fmaf(a.x * s, b.x, c.x), fmaf(a.y * s, b.y, c.y),
+                       fmaf(a.z * s, b.z, c.z), fmaf(a.w * s, b.w, c.w));
+}
+
+__device__ __forceinline__ float f4_dot(const float4 a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w; }
+
+// form_vector's fold with n / 4 <= FOLD_R x threads: this thread's float4s of base, delta (summed over
+// parts), delta_w and norm_w are all loaded before the first reduction (one L2 round trip, not one per pass)
+__device__ void fold_regs(float* vec, float* red, const int n, const int n4, const float* src, const __half* x_in,
+                          const float x_scale, const float* delta, const int delta_parts, const float* delta_w,
+                          float* resid_out, const float* norm_w, const float eps) {
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 b[FOLD_R], d[FOLD_R], dw[FOLD_R], nw[FOLD_R];
+#pragma unroll
+    for (int j = 0; j < FOLD_R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        b[j] = z; d[j] = z; dw[j] = z; nw[j] = z;
+        if (i < n4) {
+            if (src != NULL) {
+                b[j] = reinterpret_cast<const float4*>(src)[i];
+            } else {
+                const uint2 u = reinterpret_cast<const uint2*>(x_in)[i];
+                const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+                const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+                b[j] = make_float4(lo.x * x_scale, lo.y * x_scale, hi.x * x_scale, hi.y * x_scale);
+            }
+            nw[j] = reinterpret_cast<const float4*>(norm_w)[i];
+            if (delta != NULL) {
+                dw[j] = reinterpret_cast<const float4*>(delta_w)[i];
+#pragma unroll 8
+                for (int p = 0; p < delta_parts; ++p) {
+                    const float4 v = reinterpret_cast<const float4*>(delta + (size_t)p * n)[i];
+                    d[j].x += v.x; d[j].y += v.y; d[j].z += v.z; d[j].w += v.w;
+                }
+            }
+        }
+    }
+    float inv_d = 0.f;
+    if (delta != NULL) {
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < FOLD_R; ++j) ss += f4_dot(d[j]);
+        inv_d = rsqrtf(block_sum(ss, red) / n + eps);
+    }
+    const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < FOLD_R; ++j) {
+        b[j] = f4_fma(d[j], inv_d, dw[j], b[j]);  // zero delta / delta_w when there is no delta term
+        ss += f4_dot(b[j]);
+        const int i = threadIdx.x + j * blockDim.x;
+        if (store && i < n4) reinterpret_cast<float4*>(resid_out)[i] = b[j];
+    }
+    const float inv = rsqrtf(block_sum(ss, red) / n + eps);
+#pragma unroll
+    for (int j = 0; j < FOLD_R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < n4) reinterpret_cast<float4*>(vec)[i] = f4_fma(b[j], inv, nw[j], z);
+    }
+    __syncthreads();
+}
+
+// The GEMV's input vector, n floats in shared memory.
+//   fold  (norm_w != NULL): r = base + rms(sum_p delta[p]) * delta_w, base = resid_in, or x_in * x_scale
+//         when resid_in is NULL; no delta term when delta is NULL. Block (0,0) stores r to resid_out
+//         (when not NULL); vec = rms(r) * norm_w. All weights are effective ((1 + w) applied).
+//   plain (norm_w == NULL): vec = src[0, n)
+__device__ void form_vector(float* vec, float* red, const int n, const float* src, const __half* x_in,
+                            const float x_scale, const float* delta, const int delta_parts, const float* delta_w,
+                            float* resid_out, const float* norm_w, const float eps) {
+    const int n4 = n >> 2;  // n % 8 == 0: float4 / 4-half loads stay aligned
+    if (norm_w == NULL) {
+        for (int i = threadIdx.x; i < n4; i += blockDim.x)
+            reinterpret_cast<float4*>(vec)[i] = reinterpret_cast<const float4*>(src)[i];
+        __syncthreads();
+        return;
+    }
+    if (n4 <= FOLD_R * (int)blockDim.x) {  // every load of the fold in flight at once, 2 block reductions
+        fold_regs(vec, red, n, n4, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps);
+        return;
+    }
+    float inv_d = 0.f;
+    if (delta != NULL) {
+        float ss = 0.f;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            float d = 0.f;
+            for (int p = 0; p < delta_parts; ++p) d += delta[p * n + i];
+            vec[i] = d;
+            ss += d * d;
+        }
+        inv_d = rsqrtf(block_sum(ss, red) / n + eps);
+    }
+    const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {  // each thread reads back only what it wrote
+        float r = src != NULL ? src[i] : __half2float(x_in[i]) * x_scale;
+        if (delta != NULL) r += vec[i] * inv_d * delta_w[i];
+        vec[i] = r;
+        ss += r * r;
+        if (store) resid_out[i] = r;
+    }
+    const float inv = rsqrtf(block_sum(ss, red) / n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) vec[i] *= inv * norm_w[i];
+    __syncthreads();
+}
+
+"""

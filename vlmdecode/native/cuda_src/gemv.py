@@ -1,0 +1,124 @@
+"""The native GEMV kernel `gemv<NV, RPW, EPI, PF>` and its row helpers (epilogues: plain / split-K,
+gelu(gate) * up, LM head with argmax partials).
+
+Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
+"""
+
+CODE = r"""// rows of one warp in group g; EPI_GELU: RPW / 2 gate rows j.. and their up rows j + n_rows..
+template <int RPW, int EPI>
+__device__ __forceinline__ void warp_rows(int (&row)[RPW], const int g, const int n_rows) {
+    const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    if (EPI == EPI_GELU) {
+        constexpr int P = RPW / 2;
+        const int j = (g * nwarps + warp) * P;
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+            row[i] = j + i;
+            row[P + i] = j + i + n_rows;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) row[i] = (g * nwarps + warp) * RPW + i;
+    }
+}
+
+template <int NV, int RPW>
+__device__ __forceinline__ void load_rows(uint4 (&w)[RPW][NV], const __half* W, const int (&row)[RPW],
+                                          const int row_end, const int ld, const int k0, const int k_len) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < RPW; ++i)
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+            const int col = (lane + 32 * j) * 8;
+            w[i][j] = (row[i] < row_end && col < k_len)
+                ? __ldcs(reinterpret_cast<const uint4*>(W + (size_t)row[i] * ld + k0 + col))
+                : make_uint4(0u, 0u, 0u, 0u);
+        }
+}
+
+template <int NV, int RPW, int EPI, int PF>
+__global__ void __launch_bounds__(256) gemv(
+    const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
+    const float* src, const __half* x_in, const float x_scale,
+    const float* delta, const int delta_parts, const float* delta_w,
+    float* resid_out, const float* norm_w, const float eps,
+    float* y,                                      // PLAIN [gridDim.y, n_rows]; GELU [n_rows]
+    __half* logits, const float softcap, float* part_v, long long* part_i,  // HEAD
+    const long long* suppress, const int* n_suppress)  // HEAD: ids the argmax skips ([n_suppress[0]], or NULL)
+{
+    extern __shared__ float vec[];
+    __shared__ float red[32];
+    __shared__ float best_v[32];
+    __shared__ long long best_i[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int k0 = blockIdx.y * k_len;
+    static_assert(EPI != EPI_GELU || RPW % 2 == 0, "GELU rows come in (gate, up) pairs");
+    const int per_group = nwarps * (EPI == EPI_GELU ? RPW / 2 : RPW);
+    const int n_groups = (n_rows + per_group - 1) / per_group;
+    const int row_end = EPI == EPI_GELU ? 2 * n_rows : n_rows;
+    int row[RPW];
+    uint4 w[RPW][NV];
+    int g = blockIdx.x;
+    warp_rows<RPW, EPI>(row, g, n_rows);
+    if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
+    form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
+                delta, delta_parts, delta_w, resid_out, norm_w, eps);
+    float bv = -INF_F;
+    long long bi = NO_INDEX;
+    bool bad = false;
+    const int ns = (EPI == EPI_HEAD && n_suppress != NULL) ? n_suppress[0] : 0;
+    for (; g < n_groups; g += gridDim.x) {
+        if (!PF || g != (int)blockIdx.x) {  // PF 0: fewer live registers in the prologue, more blocks an SM
+            warp_rows<RPW, EPI>(row, g, n_rows);
+            load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);
+        }
+        float acc[RPW];
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) {
+            acc[i] = 0.f;
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+                const int col = (lane + 32 * j) * 8;
+                if (col < k_len) acc[i] += dot8(w[i][j], vec + col);
+            }
+            acc[i] = warp_sum(acc[i]);
+        }
+        if (EPI == EPI_GELU) {
+#pragma unroll
+            for (int i = 0; i < RPW / 2; ++i)
+                if (lane == 0 && row[i] < n_rows) y[row[i]] = gelu_tanh(acc[i]) * acc[RPW / 2 + i];
+        } else if (EPI == EPI_PLAIN) {
+#pragma unroll
+            for (int i = 0; i < RPW; ++i)
+                if (lane == 0 && row[i] < n_rows) y[(size_t)blockIdx.y * n_rows + row[i]] = acc[i];
+        } else {
+#pragma unroll
+            for (int i = 0; i < RPW; ++i) {
+                const int r = row[i];
+                float x = acc[i];
+                if (softcap > 0.f) x = softcap * tanhf(x / softcap);
+                const __half h = __float2half_rn(x);
+                if (lane == 0 && r < n_rows) logits[r] = h;
+                bool skip = r >= n_rows;  // a suppressed id is never picked nor checked (device mode's argmax)
+                for (int q = 0; q < ns; ++q) skip |= suppress[q] == r;
+                const float xv = __half2float(h);  // pick on the stored logit, as device mode does
+                if (!skip && (xv != xv || xv == INF_F)) bad = true;
+                if (!skip && (xv > bv || bi == NO_INDEX)) { bv = xv; bi = r; }  // rows ascend within a warp
+            }
+        }
+    }
+    if (EPI == EPI_HEAD) {
+        if (lane == 0) { best_v[warp] = bad ? NAN_F : bv; best_i[warp] = bi; }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float a = best_v[0];
+            long long ia = best_i[0];
+            for (int k = 1; k < nwarps; ++k) better(a, ia, best_v[k], best_i[k]);
+            part_v[blockIdx.x] = a;
+            part_i[blockIdx.x] = ia;
+        }
+    }
+}
+
+"""
