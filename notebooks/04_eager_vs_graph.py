@@ -168,6 +168,30 @@ else:
     plt.show()
 
 # %% [markdown]
+# ## The native decoder beside onnxruntime
+# `mode="native"` (`vlmdecode.native`): the decoder's graph recognised into a plan and run by our own CuPy
+# kernels, 5 per layer + 2, the step one captured graph. One interleaved run per preset at one KV capacity
+# (`data/results/h200_native_bench_*.csv`): look at the native bar against genai graph and the floor line.
+
+# %%
+native = results.load_results("h200_native_bench_*.csv")
+cols = ["preset", "layout", "context", "kv_capacity", "mode", "per_token_ms", "floor_ms", "ratio_to_floor"]
+display(native[cols].round(4))
+plots.plot_latency_by_mode(native, title="per-token latency with the native decoder (H200)")
+plt.show()
+
+# %% [markdown]
+# Each native kernel alone at gemma3-1b's shapes (`data/results/h200_native_kernels.json`): bytes it must
+# move, time, and the share of the copy bandwidth measured in the same run; `first_run_us` is the first H200
+# run before tuning. Look at `of_copy_bw`: the LM head streams near the copy bandwidth, the mid-size GEMVs at
+# about half of it, QKV, o and attention are latency-bound.
+
+# %%
+nk = results.native_kernels()
+print(f"copy bandwidth in that run: {nk.attrs['copy_tb_per_s']:.2f} TB/s")
+nk.round(3)
+
+# %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot; a failing run shows its error
 # as one line under the button. On CPU only the tiny preset and the resident mode exist; with a GPU, cuda

@@ -389,3 +389,12 @@ def test_recorded_cpu_latency_and_launch_floor_figures():
     fig = P.plot_launch_floor(lf)
     measured, fit = fig.axes[0].lines
     assert len(measured.get_xdata()) == len(lf) and fit.get_label().startswith("fit: ")
+
+
+def test_native_kernels_reads_the_recorded_file(tmp_path):
+    t = results.native_kernels()
+    assert {"qkv", "gate_up", "head"} <= set(t["kernel"]) and t.attrs["copy_tb_per_s"] > 0
+    assert np.allclose(t["of_copy_bw"], t["TB/s"] / t.attrs["copy_tb_per_s"])
+    assert t.set_index("kernel").loc["head", "first_run_us"] > 0  # the first run's time beside the tuned one
+    empty = results.native_kernels(tmp_path / "absent.json")
+    assert empty.empty and np.isnan(empty.attrs["copy_tb_per_s"])

@@ -183,3 +183,21 @@ def launch_floor(path=None) -> pd.DataFrame:
     t = pd.DataFrame(data["rows"])
     t.attrs["us_per_kernel"] = float(data["fit_us_per_kernel"])
     return t
+
+
+def native_kernels(path=None) -> pd.DataFrame:
+    """h200_native_kernels.json as rows (kernel, best block shape, MB, µs, TB/s, share of the run's copy
+    bandwidth, and the first run's µs where it has one); the copy bandwidth in `.attrs["copy_tb_per_s"]`."""
+    data = _recorded_json(path, "h200_native_kernels.json")
+    cols = ["kernel", "shape", "MB", "us", "TB/s", "of_copy_bw", "first_run_us"]
+    if data is None:
+        t = pd.DataFrame(columns=cols)
+        t.attrs["copy_tb_per_s"] = float("nan")
+        return t
+    bw, before = float(data["copy_tb_per_s"]), data.get("before", {}).get("us", {})
+    rows = [{"kernel": name, "shape": k["best_shape"], "MB": k["bytes"] / 1e6, "us": k["us"], "TB/s": k["tb_per_s"],
+             "of_copy_bw": k["tb_per_s"] / bw, "first_run_us": before.get(name, float("nan"))}
+            for name, k in data["kernels"].items()]
+    t = pd.DataFrame(rows, columns=cols)
+    t.attrs["copy_tb_per_s"] = bw
+    return t
