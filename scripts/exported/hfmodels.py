@@ -12,6 +12,7 @@ processor_config.json). The weights are random; their text is noise by design.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -27,49 +28,9 @@ START_OF_TURN, END_OF_TURN, BOI, EOI, IMAGE_TOKEN = 5, 6, 7, 8, 9
 N_UNUSED = 7  # <unused0..6>: pads the vocabulary to VOCAB (Gemma 3 has <unusedN> tokens too)
 VOCAB = len(SPECIALS) + 256 + 95 + N_UNUSED  # specials, <0xNN> byte fallback, printable ASCII, unused = 368
 
-# Gemma 3's chat template (google/gemma-3-*-it tokenizer_config.json "chat_template"), image parts included.
-CHAT_TEMPLATE = (
-    "{{ bos_token }}\n"
-    "{%- if messages[0]['role'] == 'system' -%}\n"
-    "    {%- if messages[0]['content'] is string -%}\n"
-    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
-    "    {%- else -%}\n"
-    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
-    "    {%- endif -%}\n"
-    "    {%- set loop_messages = messages[1:] -%}\n"
-    "{%- else -%}\n"
-    "    {%- set first_user_prefix = \"\" -%}\n"
-    "    {%- set loop_messages = messages -%}\n"
-    "{%- endif -%}\n"
-    "{%- for message in loop_messages -%}\n"
-    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
-    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
-    "    {%- endif -%}\n"
-    "    {%- if (message['role'] == 'assistant') -%}\n"
-    "        {%- set role = \"model\" -%}\n"
-    "    {%- else -%}\n"
-    "        {%- set role = message['role'] -%}\n"
-    "    {%- endif -%}\n"
-    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
-    "    {%- if message['content'] is string -%}\n"
-    "        {{ message['content'] | trim }}\n"
-    "    {%- elif message['content'] is iterable -%}\n"
-    "        {%- for item in message['content'] -%}\n"
-    "            {%- if item['type'] == 'image' -%}\n"
-    "                {{ '<start_of_image>' }}\n"
-    "            {%- elif item['type'] == 'text' -%}\n"
-    "                {{ item['text'] | trim }}\n"
-    "            {%- endif -%}\n"
-    "        {%- endfor -%}\n"
-    "    {%- else -%}\n"
-    "        {{ raise_exception(\"Invalid content type\") }}\n"
-    "    {%- endif -%}\n"
-    "    {{ '<end_of_turn>\\n' }}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}\n"
-    "    {{'<start_of_turn>model\\n'}}\n"
-    "{%- endif -%}\n"
-)
+# Gemma 3's chat template (google/gemma-3-*-it tokenizer_config.json "chat_template"): the package's fixture copy
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from vlmdecode.fixture.tokenizer import GEMMA3_CHAT_TEMPLATE as CHAT_TEMPLATE  # noqa: E402
 
 # Text model: Gemma 3 layout (5 sliding + 1 global, q/k norms, no softcaps as in Gemma 3) in miniature.
 # hidden 64 makes the builder's rounded embedding scale sqrt(64) = 8 exact; heads*head_dim = 64 != VOCAB.
