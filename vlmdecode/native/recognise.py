@@ -87,6 +87,17 @@ class _Matcher:
         what = None if s is None else f"graph value {s.attrs.get('name', '?')!r} ({s.op})"
         raise PlanError(f"{describe(self.L.nodes, i, what)} {why}")
 
+    def peel(self, s: Sym, kind: str, other: str) -> tuple:
+        """(parameter, input) of an elementwise `kind` op at `s` (a soft-cap's c, a scale's factor), or
+        (None, s) when `s` is not elementwise; any other elementwise op is refused ("is an elementwise
+        function " + other)."""
+        if s.op != "ew":
+            return None, s
+        k = ew_kind(s)
+        if not k or k[0] != kind:
+            self.fail(s, f"is an elementwise function {other}")
+        return k[1], s.args[0]
+
     def use(self, *syms):
         for s in syms:
             if s is not None and id(s) not in self.used:
@@ -139,12 +150,7 @@ class _Matcher:
             raise PlanError(f"the graph has no 'logits' output (outputs: {outs})")
         y = syms["logits"]
         self.use(y)
-        final_softcap = None
-        if y.op == "ew":
-            kind = ew_kind(y)
-            if not kind or kind[0] != "softcap":
-                self.fail(y, "is an elementwise function of the logits other than a soft-cap c * tanh(x / c)")
-            final_softcap, y = kind[1], y.args[0]
+        final_softcap, y = self.peel(y, "softcap", "of the logits other than a soft-cap c * tanh(x / c)")
         head = self.linear(y, "the LM head")
         h, last_only = head.args[0], False
         if h.op == "last":  # only the last position's logits (prune_lm_head)
@@ -307,13 +313,8 @@ class _Matcher:
 
     def embedding(self, x: Sym):
         self.use(x)
-        scale = None
-        if x.op == "ew":
-            kind = ew_kind(x)
-            if not kind or kind[0] != "scale":
-                self.fail(x, "is an elementwise function of the embeddings other than a scale")
-            scale, x = kind[1], x.args[0]
-            self.use(x)
+        scale, x = self.peel(x, "scale", "of the embeddings other than a scale")
+        self.use(x)
         if x.op == "gather":
             self.use(x.args[0], x.attrs["table"])
             return "ids", scale, x.attrs["table"].value
