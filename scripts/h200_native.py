@@ -277,9 +277,13 @@ def timing_tuned():
     return timing_gemma(tuned_shapes(results["sweep_gemma3_1b_shapes"]), modes=("device",), rounds=3)
 
 
-def time_graph(launches, reps=15):
-    """Device ms per launch of `launches` captured back to back in one CUDA graph (median of reps replays)."""
+def time_graph(launches, reps=15, pdl=False):
+    """Device ms per launch of `launches` captured back to back in one CUDA graph (median of reps replays);
+    pdl: every launch with programmatic dependent launch (native.pdl), as the decoder's step runs them."""
     import cupy
+
+    for launch in launches:
+        launch.pdl = pdl
 
     st = cupy.cuda.Stream(non_blocking=True)
     with st:
@@ -352,8 +356,10 @@ def sweep():
             if epi == K.EPI_HEAD:
                 kw.update(logits=logits, part_v=pv, part_i=pi, resid_out=None)
             ls = [K.gemv(fns, name, W, rows, k // sp, **kw) for W in Ws] * max(1, 200 // copies)
-            ms = time_graph(ls if epi != K.EPI_HEAD else ls[:20])
-            res[f"{warps}x{rpw}"] = {"us": ms * 1e3, "tb_per_s": nbytes / (ms * 1e-3) / 1e12}
+            for pdl in (False, True):
+                ms = time_graph(ls if epi != K.EPI_HEAD else ls[:20], pdl=pdl)
+                res[f"{warps}x{rpw}" + (" pdl" if pdl else "")] = {"us": ms * 1e3,
+                                                                   "tb_per_s": nbytes / (ms * 1e-3) / 1e12}
         del Ws
         out[name] = res
         best = min(res, key=lambda c: res[c]["us"])
@@ -373,10 +379,11 @@ def sweep():
                               rope_sin=sin, pos=pos, K=k_, V=v_, window=window, scale=D**-0.5, softcap=None,
                               part=part, counter=counter, out=o, chunk=chunk, threads=threads, prefetch=pf)
                   for k_, v_ in zip(Ks, Vs)] * 3
-            ms = time_graph(ls)
             keys = t + 1 if window is None else window
-            res[attn_key(window, pf, chunk, threads)] = {"us": ms * 1e3,
-                                                         "tb_per_s": 2 * keys * D * 2 / (ms * 1e-3) / 1e12}
+            for pdl in (False, True):
+                ms = time_graph(ls, pdl=pdl)
+                res[attn_key(window, pf, chunk, threads) + (" pdl" if pdl else "")] = {
+                    "us": ms * 1e3, "tb_per_s": 2 * keys * D * 2 / (ms * 1e-3) / 1e12}
     out["attention"] = res
     log("attention", {c: round(r["us"], 2) for c, r in res.items()})
     return out
@@ -386,13 +393,17 @@ def tuned_shapes(sw):
     """The fastest measured shape of each kernel class (attention: 5 local + 1 global layers)."""
     from vlmdecode.native.kernels import Shapes
 
-    best = lambda d: tuple(int(v) for v in min(d, key=lambda c: d[c]["us"]).split("x"))  # noqa: E731
-    down = min(((sp, c) for sp in (4, 6, 8) for c in sw[f"down/{sp}"]), key=lambda sc: sw[f"down/{sc[0]}"][sc[1]]["us"])
+    # the step launches with PDL: pick among the " pdl" timings
+    pdl = lambda d: [c for c in d if c.endswith(" pdl")]  # noqa: E731
+    shape = lambda c: tuple(int(v) for v in c.split(" ")[0].split("x"))  # noqa: E731
+    best = lambda d: shape(min(pdl(d), key=lambda c: d[c]["us"]))  # noqa: E731
+    down = min(((sp, c) for sp in (4, 6, 8) for c in pdl(sw[f"down/{sp}"])),
+               key=lambda sc: sw[f"down/{sc[0]}"][sc[1]]["us"])
     att = sw["attention"]
-    pf, chunk, threads = min(ATTN_SHAPES,
-                             key=lambda a: 5 * att[attn_key(512, *a)]["us"] + att[attn_key(None, *a)]["us"])
+    pf, chunk, threads = min(ATTN_SHAPES, key=lambda a: 5 * att[attn_key(512, *a) + " pdl"]["us"]
+                             + att[attn_key(None, *a) + " pdl"]["us"])
     return Shapes(qkv=best(sw["qkv"]), o=best(sw["o"]), gate_up=best(sw["gate_up"]),
-                  down=tuple(int(v) for v in down[1].split("x")), head=best(sw["head"]), slice_target=6912 // down[0],
+                  down=shape(down[1]), head=best(sw["head"]), slice_target=6912 // down[0],
                   attn_chunk=chunk, attn_threads=threads, attn_prefetch=pf)
 
 

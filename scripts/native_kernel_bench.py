@@ -1,6 +1,7 @@
 """H200 (or any CUDA GPU with CuPy): each native kernel alone at gemma3-1b's shapes, with every block shape
 of `h200_native.sweep` (weights rotated over copies past the L2, CUDA-graph replays, median per launch),
-plus the device-to-device copy bandwidth of this run. Needs CuPy only (no onnxruntime).
+plus the device-to-device copy bandwidth of this run; every shape with plain launches and with programmatic
+dependent launch (" pdl", as the decoder's step launches them). Needs CuPy only (no onnxruntime).
 
 Writes data/results/h200_native_kernels.json (or $OUT/h200_native_kernels.json when OUT is set): per
 kernel class the best shape's us and TB/s, every shape's time, the bytes moved, and provenance.
@@ -81,9 +82,10 @@ def uncapped_grid() -> dict:
             for warps in (4, 8):
                 ls = [K.gemv(fns, name, W, rows, k // sp, splits=sp, y=y, epi=epi, warps=warps, rpw=rpw, **opts,
                              **kw) for W in Ws] * max(1, 200 // copies)
-                ms = hn.time_graph(ls)
-                res.setdefault(f"{name} {label}", {})[f"{warps}x{rpw}"] = {
-                    "us": ms * 1e3, "tb_per_s": total * k * 2 / (ms * 1e-3) / 1e12}
+                for pdl in (False, True):
+                    ms = hn.time_graph(ls, pdl=pdl)
+                    res.setdefault(f"{name} {label}", {})[f"{warps}x{rpw}" + (" pdl" if pdl else "")] = {
+                        "us": ms * 1e3, "tb_per_s": total * k * 2 / (ms * 1e-3) / 1e12}
                 BYTES[f"{name} {label}"] = total * k * 2
         del Ws
     return res

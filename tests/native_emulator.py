@@ -241,6 +241,7 @@ def fake_cupy():
         def __init__(self, index=0):
             self.id = index
             self.attributes = {"MultiProcessorCount": 132, "MaxSharedMemoryPerMultiprocessor": 233472}
+            self.compute_capability = "80"  # plain launches (no PDL): what the emulated kernels stand for
 
         def __enter__(self):
             return self

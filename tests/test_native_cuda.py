@@ -369,6 +369,21 @@ def test_native_counters_and_one_capture(folders, image):
     assert all(s.h2d_bytes == 0 and s.d2h_bytes <= 4 * 8 and s.kv_bytes == 0 for s in r.steps[1:])
 
 
+def test_native_pdl_equals_plain_launches(folders, image):
+    """Programmatic dependent launch changes when a kernel may start, never what it computes: the captured
+    step with PDL gives the same tokens and bit-identical logits as plain launches, 40 steps."""
+    from vlmdecode.native import kernels as NK
+
+    runs = {}
+    for pdl in (True, False):
+        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=NK.Shapes(pdl=pdl))
+        assert pipe.decoder.counters()["pdl"] is (pdl and cupy.cuda.Device().compute_capability >= "90")
+        _, x = pipe.prepare(PROMPT, image)
+        runs[pdl] = _native_run(pipe, x, 40)
+    assert runs[True][0] == runs[False][0]
+    assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
+
+
 def test_native_sampling(folders, image):
     pipe = vlmdecode.load(folders["fp16"], "cuda", "native")
     greedy = pipe.generate(PROMPT, image=image, max_new_tokens=24, stop=()).tokens

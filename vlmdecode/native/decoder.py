@@ -35,6 +35,7 @@ from ..decoders.cuda import MAX_SUPPRESS, CudaDecoder, argmax_blocks, device_ker
 from ..modelfolder import ModelFolder
 from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
 from . import kernels as K
+from .pdl import supported as pdl_supported
 from .plan import DecoderPlan, PlanError
 
 KERNELS_PER_LAYER = 5
@@ -216,13 +217,17 @@ class NativeDecoder(Decoder):
         self._prefill_partial = device_kernels(np.float16)[0]
         self._prefill_parts = argmax_blocks(plan.vocab)
         self.advance_prefill = K.advance(fns, self.part_v, self.part_i, self._prefill_parts, **common)
+        self.pdl = bool(sh.pdl) and pdl_supported()
+        for launch in self.body + [self.advance_greedy, self.advance_given, self.advance_prefill]:
+            launch.pdl = self.pdl
 
     # ---- counters and generation lifetime ----------------------------------------------------------
     def kernels_per_step(self, greedy: bool = True) -> int:
         return len(self.body) + (1 if greedy else 0)
 
     def counters(self) -> dict:
-        return {"kernels_per_step": self.kernels_per_step(), "captured": self.captured, "replayed": self.replayed,
+        return {"kernels_per_step": self.kernels_per_step(), "pdl": self.pdl, "captured": self.captured,
+                "replayed": self.replayed,
                 "uncaptured_steps": self.uncaptured_steps, "generations": self.generations}
 
     def begin_generation(self) -> None:

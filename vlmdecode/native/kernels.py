@@ -10,7 +10,7 @@ geometry helpers are plain numpy and run without a GPU; everything else needs Cu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,6 +41,7 @@ class Shapes:
     attn_chunk: int = ATTN_CHUNK
     attn_threads: int = ATTN_THREADS
     attn_prefetch: bool = False  # attention_pf: each warp's K/V rows in registers first (chunk = KW x warps x KPW)
+    pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
 
 class KernelShapeError(ValueError):
@@ -136,7 +137,8 @@ def ptr(a) -> np.uint64:
 
 @dataclass
 class Launch:
-    """One kernel call with its arguments packed once (fixed pointers: capture-safe)."""
+    """One kernel call with its arguments packed once (fixed pointers: capture-safe). pdl: launched with
+    programmatic stream serialization (`native.pdl`), so it may start while the previous kernel finishes."""
 
     name: str
     fn: object
@@ -145,9 +147,18 @@ class Launch:
     args: tuple
     shared: int
     nbytes: int  # device-memory bytes the call must move at least (weights, KV, vectors)
+    pdl: bool = False
+    _pdl: object = field(default=None, repr=False, compare=False)
 
     def __call__(self) -> None:
-        self.fn(self.grid, self.block, self.args, shared_mem=self.shared)
+        if not self.pdl:
+            self.fn(self.grid, self.block, self.args, shared_mem=self.shared)
+            return
+        if self._pdl is None:
+            from .pdl import PdlLaunch
+
+            self._pdl = PdlLaunch(self.fn, self.grid, self.block, self.args, self.shared, self.name)
+        self._pdl()
 
 
 def _need_shared(fn, nbytes: int) -> int:

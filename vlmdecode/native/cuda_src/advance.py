@@ -16,6 +16,8 @@ extern "C" __global__ void __launch_bounds__(1024) advance(
     __shared__ long long idx[1024];
     __shared__ long long tok;
     const int tid = threadIdx.x;
+    pdl_trigger();
+    pdl_wait();  // the head's partials
     if (given == NULL) {
         float a = -INF_F;
         long long ia = NO_INDEX;

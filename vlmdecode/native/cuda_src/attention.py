@@ -108,6 +108,8 @@ __global__ void __launch_bounds__(256) attention(
     float* p = vs + HD;
     const int j0 = lo + c * chunk;
     const int nk = min(chunk, t + 1 - j0);
+    pdl_trigger();
+    pdl_wait();  // qkv is the previous kernel's output
 
     // 1. this group's q heads and the new k, RMSNorm'd per head (one warp a row); v as is
     for (int r = warp; r <= grp; r += nwarps) {
@@ -246,6 +248,7 @@ __global__ void __launch_bounds__(256) attention_pf(
     const int nk = min(chunk, t + 1 - j0);
     const size_t base = (size_t)g * cap * HD;
     const int sub = lane / LPK, l = lane % LPK;
+    pdl_trigger();
     // 0. this warp's cached keys and values, in flight while q/k are normalised and rotated
     uint4 kr[KW][VPL], vr[KW][VPL];
 #pragma unroll
@@ -260,6 +263,7 @@ __global__ void __launch_bounds__(256) attention_pf(
         }
     }
     for (int i = tid; i < grp * HD; i += blockDim.x) os[i] = 0.f;
+    pdl_wait();  // qkv is the previous kernel's output (the rows above are earlier positions')
     // 1-2. as `attention`: q heads and k normalised, v as the cache holds it, rotary at t
     for (int r = warp; r <= grp; r += nwarps) {
         const float* s = r < grp ? qkv + (size_t)(g * grp + r) * HD : qkv + (size_t)(nq + g) * HD;

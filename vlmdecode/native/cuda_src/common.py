@@ -15,6 +15,22 @@ CODE = r"""
 
 enum { EPI_PLAIN = 0, EPI_GELU = 1, EPI_HEAD = 2 };
 
+// Programmatic dependent launch (native.pdl; no-ops in a plain launch). Every kernel calls pdl_trigger()
+// first (the next kernel may be scheduled once all our blocks run) and pdl_wait() before its first read of
+// an earlier kernel's output and before its first global write. Before the wait a kernel reads only what no
+// kernel of this step writes: weights, the KV rows of earlier positions, the position.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);

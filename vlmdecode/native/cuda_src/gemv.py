@@ -61,7 +61,9 @@ __global__ void __launch_bounds__(256) gemv(
     uint4 w[RPW][NV];
     int g = blockIdx.x;
     warp_rows<RPW, EPI>(row, g, n_rows);
+    pdl_trigger();
     if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
+    pdl_wait();  // the input vector's parts are earlier kernels' outputs
     form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
                 delta, delta_parts, delta_w, resid_out, norm_w, eps);
     float bv = -INF_F;
