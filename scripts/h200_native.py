@@ -309,14 +309,61 @@ def time_graph(launches, reps=15, pdl=False):
 GEMV_SHAPES = [(4, 1), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4)]
 PAIR_SHAPES = [(4, 2), (4, 4), (8, 2), (8, 4)]
 HEAD_SHAPES = [(8, 4), (8, 2), (4, 4), (8, 1)]
-# (prefetch, chunk, threads); attention_pf at head_dim 256: chunk = key passes x warps
-ATTN_SHAPES = [(False, 8, 128), (False, 16, 128), (False, 32, 128), (False, 64, 128), (False, 8, 256), (False, 16, 256),
-               (False, 32, 256), (False, 64, 256), (True, 4, 128), (True, 8, 128), (True, 16, 128), (True, 8, 256),
-               (True, 16, 256), (True, 32, 256)]
+# kernels.attention's block shapes: plain (chunk, threads), pf (chunk, threads), cl (threads, batch, cluster,
+# clusters a KV head or 0 for one batch a sub-group at the capacity); attention_pf at head_dim 256: chunk =
+# passes x warps
+ATTN_SHAPES = [("plain", 16, 256), ("plain", 32, 256), ("pf", 16, 256),
+               ("cl", 256, 2, 8, 0), ("cl", 256, 4, 8, 0), ("cl", 256, 8, 8, 0), ("cl", 256, 8, 8, 2),
+               ("cl", 256, 8, 8, 1), ("cl", 128, 4, 8, 0), ("cl", 128, 8, 8, 0), ("cl", 128, 2, 8, 0),
+               ("cl", 256, 4, 4, 0), ("cl", 256, 8, 4, 0), ("cl", 256, 2, 1, 0), ("cl", 256, 4, 1, 0),
+               ("cl", 256, 8, 1, 0), ("cl", 256, 4, 2, 0), ("cl", 64, 8, 8, 0)]
 
 
-def attn_key(window, pf, chunk, threads):
-    return f"{'global' if window is None else 'local'} {'pf' if pf else 'plain'} {chunk}x{threads}"
+def attn_kwargs(shape):
+    """kernels.attention's keyword arguments for an ATTN_SHAPES entry."""
+    if shape[0] == "cl":
+        return dict(threads=shape[1], batch=shape[2], cluster=shape[3], clusters=shape[4])
+    return dict(chunk=shape[1], threads=shape[2], prefetch=shape[0] == "pf")
+
+
+def attn_key(window, shape):
+    kind = {None: "global", 1: "only t"}.get(window, "local")
+    return f"{kind} {shape[0]} " + "x".join(str(v) for v in shape[1:])
+
+
+def attention_sweep(shapes=ATTN_SHAPES, windows=(None, 512)):
+    """The attention kernel at gemma3-1b's shapes (4 q heads, 1 KV head, head_dim 256, t = CONTEXT, capacity
+    CAPACITY) for each shape and window: 64 layers' K/V (more than the L2) rotated over 192 launches, graph
+    replays with and without PDL; us a launch and the K/V bytes over that time."""
+    import cupy
+
+    from vlmdecode.native import kernels as K
+
+    nq, D, cap, t = 4, 256, CAPACITY, CONTEXT
+    prefetch = {(D, K.attention_passes(D, s[1], s[2])) for s in shapes if s[0] == "pf"}
+    clustered = {(D, nq, s[2], s[3]) for s in shapes if s[0] == "cl"}
+    fns = K.compile_module(set(), {D}, prefetch, clustered)
+    f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
+    Ks = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
+    Vs = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
+    qkv, norm = f32(6 * D), cupy.ones(D, cupy.float32)
+    ang = cupy.arange(cap)[:, None] * cupy.linspace(1e-4, 1.0, D // 2)[None]
+    cos, sin = cupy.cos(ang).astype(cupy.float32), cupy.sin(ang).astype(cupy.float32)
+    pos, o = cupy.asarray([t], cupy.int64), cupy.zeros(nq * D, cupy.float32)
+    part, counter = cupy.zeros(nq * (cap // 4 + 2) * (D + 2), cupy.float32), cupy.zeros(1, cupy.int32)
+    res = {}
+    for window in windows:
+        for shape in shapes:
+            ls = [K.attention(fns, "attn", qkv, nq, 1, D, q_norm=norm, k_norm=norm, eps=1e-6, rope_cos=cos,
+                              rope_sin=sin, pos=pos, K=k_, V=v_, window=window, scale=D**-0.5, softcap=None,
+                              part=part, counter=counter, out=o, **attn_kwargs(shape))
+                  for k_, v_ in zip(Ks, Vs)] * 3
+            keys = t + 1 if window is None else window
+            for pdl in (False, True):
+                ms = time_graph(ls, pdl=pdl)
+                res[attn_key(window, shape) + (" pdl" if pdl else "")] = {
+                    "us": ms * 1e3, "tb_per_s": 2 * keys * D * 2 / (ms * 1e-3) / 1e12, "blocks": ls[0].grid[0]}
+    return res
 
 
 @part("sweep_gemma3_1b_shapes")
@@ -327,7 +374,7 @@ def sweep():
 
     from vlmdecode.native import kernels as K
 
-    H, I, nq, D, V, cap, t = 1152, 6912, 4, 256, 262144, CAPACITY, CONTEXT
+    H, I, nq, D, V = 1152, 6912, 4, 256, 262144
     cases = {"qkv": (1536, H, 1, K.EPI_PLAIN, True, GEMV_SHAPES), "o": (H, nq * D, 1, K.EPI_PLAIN, False, GEMV_SHAPES),
              "gate_up": (I, H, 1, K.EPI_GELU, True, PAIR_SHAPES), "head": (V, H, 1, K.EPI_HEAD, True, HEAD_SHAPES)}
     for splits in (4, 6, 8):
@@ -364,26 +411,7 @@ def sweep():
         out[name] = res
         best = min(res, key=lambda c: res[c]["us"])
         log(name, {c: round(r["us"], 2) for c, r in res.items()}, "best", best, f"{res[best]['tb_per_s']:.2f} TB/s")
-    # attention: 64 layers' worth of K/V (more than the L2), global (all t + 1 keys) and local (window 512)
-    Ks = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
-    Vs = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
-    qkv, norm = f32(6 * D), cupy.ones(D, cupy.float32)
-    ang = cupy.arange(cap)[:, None] * cupy.linspace(1e-4, 1.0, D // 2)[None]
-    cos, sin = cupy.cos(ang).astype(cupy.float32), cupy.sin(ang).astype(cupy.float32)
-    pos, o = cupy.asarray([t], cupy.int64), cupy.zeros(nq * D, cupy.float32)
-    part, counter = cupy.zeros(nq * (cap // 4 + 2) * (D + 2), cupy.float32), cupy.zeros(1, cupy.int32)
-    res = {}
-    for window in (None, 512):
-        for pf, chunk, threads in ATTN_SHAPES:
-            ls = [K.attention(fns, "attn", qkv, nq, 1, D, q_norm=norm, k_norm=norm, eps=1e-6, rope_cos=cos,
-                              rope_sin=sin, pos=pos, K=k_, V=v_, window=window, scale=D**-0.5, softcap=None,
-                              part=part, counter=counter, out=o, chunk=chunk, threads=threads, prefetch=pf)
-                  for k_, v_ in zip(Ks, Vs)] * 3
-            keys = t + 1 if window is None else window
-            for pdl in (False, True):
-                ms = time_graph(ls, pdl=pdl)
-                res[attn_key(window, pf, chunk, threads) + (" pdl" if pdl else "")] = {
-                    "us": ms * 1e3, "tb_per_s": 2 * keys * D * 2 / (ms * 1e-3) / 1e12}
+    res = attention_sweep()
     out["attention"] = res
     log("attention", {c: round(r["us"], 2) for c, r in res.items()})
     return out
@@ -391,7 +419,7 @@ def sweep():
 
 def tuned_shapes(sw):
     """The fastest measured shape of each kernel class (attention: 5 local + 1 global layers)."""
-    from vlmdecode.native.kernels import Shapes
+    from vlmdecode.native.kernels import ATTN_CHUNK, Shapes
 
     # the step launches with PDL: pick among the " pdl" timings
     pdl = lambda d: [c for c in d if c.endswith(" pdl")]  # noqa: E731
@@ -400,11 +428,13 @@ def tuned_shapes(sw):
     down = min(((sp, c) for sp in (4, 6, 8) for c in pdl(sw[f"down/{sp}"])),
                key=lambda sc: sw[f"down/{sc[0]}"][sc[1]]["us"])
     att = sw["attention"]
-    pf, chunk, threads = min(ATTN_SHAPES, key=lambda a: 5 * att[attn_key(512, *a) + " pdl"]["us"]
-                             + att[attn_key(None, *a) + " pdl"]["us"])
+    a = attn_kwargs(min(ATTN_SHAPES, key=lambda a: 5 * att[attn_key(512, a) + " pdl"]["us"]
+                        + att[attn_key(None, a) + " pdl"]["us"]))
     return Shapes(qkv=best(sw["qkv"]), o=best(sw["o"]), gate_up=best(sw["gate_up"]),
                   down=shape(down[1]), head=best(sw["head"]), slice_target=6912 // down[0],
-                  attn_chunk=chunk, attn_threads=threads, attn_prefetch=pf)
+                  attn_chunk=a.get("chunk", ATTN_CHUNK), attn_threads=a["threads"],
+                  attn_prefetch=a.get("prefetch", False), attn_batch=a.get("batch", 0),
+                  attn_cluster=a.get("cluster", 8), attn_clusters=a.get("clusters", 0))
 
 
 @part("timing_tiny")

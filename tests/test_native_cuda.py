@@ -190,14 +190,17 @@ def ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, sca
     return out.reshape(-1), Kc, Vc
 
 
+# plain: `size` keys a block; pf (K/V prefetched into registers): `size` key passes a warp; cl: (keys a batch,
+# blocks a cluster, clusters a KV head or 0 for one batch a sub-group at the capacity)
 @pytest.mark.parametrize("kernel,threads,size", [("plain", 128, 16), ("plain", 256, 64), ("pf", 128, 4),
-                                                 ("pf", 256, 4), ("pf", 256, 1)])
-@pytest.mark.parametrize("D,nq,nkv", [(256, 4, 1), (16, 4, 2), (64, 8, 2)])
+                                                 ("pf", 256, 4), ("pf", 256, 1), ("cl", 256, (2, 8, 0)),
+                                                 ("cl", 128, (4, 8, 1)), ("cl", 256, (8, 4, 2)),
+                                                 ("cl", 64, (1, 1, 0)), ("cl", 256, (4, 2, 3))])
+@pytest.mark.parametrize("D,nq,nkv", [(256, 4, 1), (16, 4, 2), (64, 8, 2), (128, 6, 2)])
 @pytest.mark.parametrize("t,window,softcap", [(0, None, None), (5, 16, None), (16, 16, 5.0), (17, 16, None),
                                               (200, None, None), (300, 7, None), (1071, 512, None),
                                               (1071, None, 50.0)])
 def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, kernel, threads, size):
-    """kernel plain: `size` keys a block; pf (K/V prefetched into registers): `size` key passes a warp."""
     rng = np.random.default_rng(D * 1000 + t)
     cap, eps, scale, max_pos = 1072, 1e-6, D**-0.5, 1100
     qkv = rng.standard_normal((nq + 2 * nkv) * D).astype(np.float32)
@@ -206,17 +209,18 @@ def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, ker
     cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
     Kc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
     Vc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
-    prefetch = kernel == "pf"
-    chunk = size * (threads // 32) * (32 // K.attention_layout(D)[1]) if prefetch else size
-    fns = K.compile_module(set(), {D}, {(D, size)} if prefetch else ())
-    splits = K.attention_splits(cap, window, chunk)
+    prefetch, cl = kernel == "pf", size if kernel == "cl" else (0, 8, 0)
+    chunk = size * (threads // 32) * (32 // K.attention_layout(D)[1]) if prefetch else (16 if cl[0] else size)
+    fns = K.compile_module(set(), {D}, {(D, size)} if prefetch else (),
+                           {(D, nq // nkv, cl[0], cl[1])} if cl[0] else ())
+    splits = max(K.attention_splits(cap, window, chunk), K.cluster_splits(cap, window, D, threads, *cl) if cl[0] else 1)
     dK, dV = cupy.asarray(Kc[None]), cupy.asarray(Vc[None])
     out, counter = poisoned(nq * D), cupy.zeros(nkv, cupy.int32)
     launch = K.attention(fns, "attn", cupy.asarray(qkv), nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn),
                          eps=eps, rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin),
                          pos=cupy.asarray([t], cupy.int64), K=dK, V=dV, window=window, scale=scale, softcap=softcap,
                          part=poisoned(nq * splits * (D + 2)), counter=counter, out=out, chunk=chunk,
-                         threads=threads, prefetch=prefetch)
+                         threads=threads, prefetch=prefetch, batch=cl[0], cluster=cl[1], clusters=cl[2])
     ref, rK, rV = ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, scale, softcap)
     for run in range(2):  # the second launch proves the combine counter was reset
         launch()

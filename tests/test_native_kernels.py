@@ -70,12 +70,14 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({sig});" for nv, rpw, epi in shapes[:3]]
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
     inst += [f"template __global__ void attention_pf<{d},{kw}>({att});" for d, kw in ((16, 4), (256, 4), (64, 1))]
+    cl = ((256, 4, 2, 8), (256, 4, 8, 8), (256, 4, 4, 1), (16, 2, 2, 8), (64, 4, 4, 2), (512, 2, 4, 4), (128, 3, 4, 8))
+    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c}>({att});" for d, g, kb, c in cl]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 17, r.stderr[-3000:]  # 11 gemv, 2 attention, 3 attention_pf, advance
+    assert len(fns) == 24, r.stderr[-3000:]  # 11 gemv, 2 attention, 3 attention_pf, 7 attention_cl, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)

@@ -156,7 +156,7 @@ class NativeDecoder(Decoder):
         cp, H, D = self.cp, plan.hidden, plan.head_dim
         nq, nkv = plan.num_heads, plan.num_kv_heads
         self.ksd = K.split_k(plan.intermediate, self.shapes.slice_target)
-        splits = max(K.attention_splits(self.max_length, L.window, self.shapes.attn_chunk) for L in plan.layers)
+        splits = max(K.attention_blocks(self.shapes, self.max_length, L.window, D) for L in plan.layers)
         z = lambda n, dt=cp.float32: cp.zeros(n, dt)  # noqa: E731
         self.x_in = z(H, cp.float16)  # the step's input: the token's embedding row
         self.resid = z((2, H))  # ping-pong residual stream
@@ -181,7 +181,8 @@ class NativeDecoder(Decoder):
                  (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down)),
                  (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
         pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
-        fns = K.compile_module(gemvs, {D}, pf)
+        cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster)} if sh.attn_batch else set()
+        fns = K.compile_module(gemvs, {D}, pf, cl)
         shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=bool(pfw(wr)))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
@@ -198,7 +199,8 @@ class NativeDecoder(Decoder):
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
                                      scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
                                      counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
-                                     chunk=sh.attn_chunk, threads=sh.attn_threads, prefetch=sh.attn_prefetch))
+                                     chunk=sh.attn_chunk, threads=sh.attn_threads, prefetch=sh.attn_prefetch,
+                                     batch=sh.attn_batch, cluster=sh.attn_cluster, clusters=sh.attn_clusters))
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                 delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,

@@ -41,6 +41,9 @@ class Shapes:
     attn_chunk: int = ATTN_CHUNK
     attn_threads: int = ATTN_THREADS
     attn_prefetch: bool = False  # attention_pf: each warp's K/V rows in registers first (chunk = KW x warps x KPW)
+    attn_batch: int = 0  # attention_cl: keys a sub-group of lanes holds at once (0: attention / attention_pf)
+    attn_cluster: int = 8  # attention_cl: blocks a thread-block cluster
+    attn_clusters: int = 0  # attention_cl: clusters a KV head (0: `cluster_splits`)
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
 
@@ -92,6 +95,34 @@ def attention_splits(capacity: int, window: int | None, chunk: int = ATTN_CHUNK)
     return -(-keys // chunk)
 
 
+def split_units(head_dim: int, threads: int) -> int:
+    """Sub-groups of lanes (one key row each at a time) in a block of attention_cl."""
+    return (threads // 32) * (32 // attention_layout(head_dim)[1])
+
+
+def cluster_splits(capacity: int, window: int | None, head_dim: int, threads: int, batch: int, cluster: int,
+                   clusters: int = 0) -> int:
+    """Blocks a KV head of attention_cl: `clusters` clusters of `cluster` blocks, or (0) the fewest with which
+    every sub-group holds at most one batch of the most keys the layer can see."""
+    if cluster not in (1, 2, 4, 8) or batch not in (1, 2, 4, 8, 16):
+        raise KernelShapeError(f"attention_cl: a cluster of 1, 2, 4 or 8 blocks and a batch of 1-16 keys (a power "
+                               f"of two), got {cluster} and {batch}")
+    if threads % 32 or not 32 <= threads <= 256:
+        raise KernelShapeError(f"attention_cl: 1 to 8 warps a block, got {threads} threads")
+    if clusters <= 0:
+        keys = capacity if window is None else min(capacity, window)
+        clusters = -(-keys // (cluster * split_units(head_dim, threads) * batch))
+    return cluster * clusters
+
+
+def attention_blocks(shapes: Shapes, capacity: int, window: int | None, head_dim: int) -> int:
+    """Blocks a KV head of a layer's attention launch with `shapes` (its scratch holds nq x this x (HD + 2))."""
+    if shapes.attn_batch:
+        return cluster_splits(capacity, window, head_dim, shapes.attn_threads, shapes.attn_batch, shapes.attn_cluster,
+                              shapes.attn_clusters)
+    return attention_splits(capacity, window, shapes.attn_chunk)
+
+
 def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
     """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed."""
     return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
@@ -112,17 +143,22 @@ def attention_passes(head_dim: int, chunk: int, threads: int) -> int:
     return chunk // per
 
 
+def cluster_name(head_dim: int, group: int, batch: int, cluster: int) -> str:
+    """attention_cl<HD, G, KB, C>: G query heads a KV head, KB keys a batch, C blocks a cluster."""
+    return f"attention_cl<{head_dim},{group},{batch},{cluster}>"
+
+
 _modules: dict = {}
 
 
-def compile_module(gemvs, head_dims, prefetch=()):
+def compile_module(gemvs, head_dims, prefetch=(), clustered=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_pf<HD,KW> for every (hd, kw) in `prefetch` and `advance`; cached per
-    process and name set."""
+    every head dim, attention_pf<HD,KW> for every (hd, kw) in `prefetch`, attention_cl<HD,G,KB,C> for every
+    (hd, g, kb, c) in `clustered` and `advance`; cached per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
-                         | {attention_name(h, kw) for h, kw in prefetch}))
+                         | {attention_name(h, kw) for h, kw in prefetch} | {cluster_name(*c) for c in clustered}))
     key = (cupy.cuda.Device().id, names)
     if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
         mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)
@@ -224,13 +260,17 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
               rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
               part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS,
-              prefetch: bool = False) -> Launch:
+              prefetch: bool = False, batch: int = 0, cluster: int = 8, clusters: int = 0) -> Launch:
     """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers.
-    prefetch: attention_pf (the module must hold attention_pf<HD, attention_passes(...)>)."""
+    prefetch: attention_pf (the module must hold attention_pf<HD, attention_passes(...)>); batch > 0:
+    attention_cl<HD, nq / nkv, batch, cluster> over `cluster_splits(...)` blocks a KV head."""
     attention_layout(head_dim)
     if nq % nkv:
         raise KernelShapeError(f"{name}: {nq} query heads do not group over {nkv} KV heads")
     cap = int(K.shape[-2])
+    if batch:
+        return _attention_cl(fns, name, qkv, nq, nkv, head_dim, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V,
+                             cap, window, scale, softcap, part, counter, out, threads, batch, cluster, clusters)
     splits = attention_splits(cap, window, chunk)
     if part.size < nq * splits * (head_dim + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
@@ -243,6 +283,24 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
             np.float32(softcap or 0.0), np.int32(chunk), ptr(part), ptr(counter), ptr(out))
     keys = cap if window is None else min(cap, window)
     nbytes = 2 * nkv * keys * head_dim * 2 + 4 * (nq + 2 * nkv) * head_dim + 4 * nq * head_dim
+    return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
+
+
+def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V, cap, window,
+                  scale, softcap, part, counter, out, threads, batch, cluster, clusters) -> Launch:
+    grp = nq // nkv
+    splits = cluster_splits(cap, window, D, threads, batch, cluster, clusters)
+    ncl = splits // cluster
+    if ncl > 1 and part.size < nq * ncl * (D + 2):
+        raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * ncl * (D + 2)}")
+    fn = fns[cluster_name(D, grp, batch, cluster)]
+    units, np2 = split_units(D, threads), 1 << max(0, (grp * batch - 1).bit_length())
+    shared = _need_shared(fn, 4 * (units * grp * D + grp * D + units * np2 + 3 * units * grp + 2 * grp))
+    args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
+            ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
+            np.float32(softcap or 0.0), np.int32(0), ptr(part), ptr(counter), ptr(out))
+    keys = cap if window is None else min(cap, window)
+    nbytes = 2 * nkv * keys * D * 2 + 4 * (nq + 2 * nkv) * D + 4 * nq * D
     return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
 
 

@@ -14,13 +14,16 @@ each block recomputes from the [H] row) runs while the weights are in flight.
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)
     attention_pf<HD, KW> the same with each warp's K and V rows loaded into registers first (KW key passes)
+    attention_cl<HD, G, KB, C>  the same math with the keys over every sub-group of lanes of the grid (KB at a
+                         time in registers, the first batch before `pdl_wait`), combined in shared memory,
+                         then across a C-block cluster (distributed shared memory), then by the last block
     advance              the token (argmax over the partials, or one sampled elsewhere) -> its embedding
                          row into the step's input, the ring of ids the host reads, the next position
 
-The source lives in `native.cuda_src` (common, gemv, attention, advance), joined here in that order.
+The source lives in `native.cuda_src` (common, gemv, attention, attn_split, advance), joined here in that order.
 Not here: launch geometry and buffers (`native.kernels`), the step's order (`native.decoder`).
 """
 
-from .cuda_src import advance, attention, common, gemv
+from .cuda_src import advance, attention, attn_split, common, gemv
 
-SOURCE = common.CODE + gemv.CODE + attention.CODE + advance.CODE
+SOURCE = common.CODE + gemv.CODE + attention.CODE + attn_split.CODE + advance.CODE

@@ -1,0 +1,419 @@
+"""The native decode-attention kernel `attention_cl<HD, G, KB, C>`: q/k RMSNorm + rotary + KV append + the
+visible keys split over the grid's sub-groups of lanes, combined in three levels (the sub-groups of a block
+in shared memory, the C blocks of a thread-block cluster through distributed shared memory, the clusters
+of a KV head by the last block to finish).
+
+Layout: a sub-group of LPK lanes holds one key row at a time (8 x VPL dims a lane, 16-byte loads), its q
+heads in registers (every warp normalises and rotates q and the new k itself: no shared memory and no
+block barrier before the scores). Sub-group `slot` of a KV head's W takes the cached keys lo + slot + W i;
+key t (the new one, never read from the cache) is the next key of sub-group (t - lo) % W. Keys go in
+batches of KB; the first batch's K/V loads are issued before `pdl_wait` (earlier positions' rows only).
+Scores of a batch (G x KB values a lane) are summed across the sub-group by a transposing butterfly (each
+level halves the values a lane keeps: ~G x KB shuffles instead of G x KB x log2 LPK), softmax runs in the
+log2 domain with an online max per head, and p @ V accumulates in fp32 registers.
+
+Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
+"""
+
+CODE = r"""
+#define LOG2E_F 1.4426950408889634f
+
+__host__ __device__ constexpr int pow2_ceil(const int n) { return n <= 1 ? 1 : 2 * pow2_ceil((n + 1) / 2); }
+
+// distributed shared memory: a shared-memory address of this block -> the same address in block `rank`
+// of the cluster; loads from it; the cluster barrier (also a barrier of this block's threads)
+__device__ __forceinline__ unsigned dsmem(const void* p, const unsigned rank) {
+    unsigned r;
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+
+__device__ __forceinline__ float ld_dsmem(const unsigned a) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ float4 ld_dsmem4(const unsigned a) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(a) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void cluster_barrier() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// s[0, N) summed over the lanes that differ in bits < 2O: each level a lane keeps the half of its values
+// that its bit O selects and adds the partner's copy of that half. After it, value number
+// i + max(1, N / 2O) * (lane_bits / max(1, 2O / N)) sits in s[i], i < max(1, N / 2O).
+template <int O, int N>
+struct XSum {
+    static __device__ __forceinline__ void run(float* s, const int lane) {
+        if constexpr (O > 0) {
+            if constexpr (N > 1) {
+                constexpr int H = N / 2;
+                const bool up = lane & O;
+#pragma unroll
+                for (int i = 0; i < H; ++i) {
+                    const float send = up ? s[i] : s[i + H];
+                    const float keep = up ? s[i + H] : s[i];
+                    s[i] = keep + __shfl_xor_sync(FULL, send, O);
+                }
+                XSum<O / 2, H>::run(s, lane);
+            } else {
+                s[0] += __shfl_xor_sync(FULL, s[0], O);
+                XSum<O / 2, 1>::run(s, lane);
+            }
+        }
+    }
+};
+
+__device__ __forceinline__ void h8_to_f(const uint4 u, float* f) {
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const float2 v = __half22float2(h[e]);
+        f[2 * e] = v.x;
+        f[2 * e + 1] = v.y;
+    }
+}
+
+__device__ __forceinline__ uint4 f_to_h8(const float* f) {
+    uint4 u;
+    __half2* h = reinterpret_cast<__half2*>(&u);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) h[e] = __floats2half2_rn(f[2 * e], f[2 * e + 1]);
+    return u;
+}
+
+__device__ __forceinline__ void ld8(const float* p, float* f) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w; f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+}
+
+// batch b of a sub-group's cached keys (number n < cnt: row lo + slot + W n) into registers, zeros past cnt
+template <int KB, int VPL, int LPK>
+__device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB][VPL], const __half* K,
+                                           const __half* V, const size_t first, const int W, const int b,
+                                           const int cnt, const int HD) {
+#pragma unroll
+    for (int i = 0; i < KB; ++i) {
+        const int n = b * KB + i;
+        const size_t at = first + (size_t)W * n * HD;
+#pragma unroll
+        for (int v = 0; v < VPL; ++v) {
+            kr[i][v] = n < cnt ? *reinterpret_cast<const uint4*>(K + at + v * LPK * 8) : make_uint4(0u, 0u, 0u, 0u);
+            vr[i][v] = n < cnt ? *reinterpret_cast<const uint4*>(V + at + v * LPK * 8) : make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+}
+
+// part (ncl > 1 clusters a KV head): o [nq][ncl][HD] unnormalised, then (max log2, sum) [nq][ncl][2]
+template <int HD, int G, int KB, int C>
+__global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
+    const float* __restrict__ qkv, const int nq, const int nkv,   // qkv [(nq + 2 nkv) * HD]: q, k, v
+    const float* q_norm, const float* k_norm, const float eps,     // [HD] effective, or NULL
+    const float* rope_cos, const float* rope_sin,                 // [max_pos, HD / 2]
+    const long long* pos,                                          // [1]: this token's position t
+    __half* K, __half* V, const int cap,                           // [nkv, cap, HD], t < cap: row t appended
+    const int window, const float scale, const float softcap, const int chunk,  // window 0: all keys; chunk unused
+    float* part, int* counter, float* out)                         // counter [nkv]: 0 between launches
+{
+    constexpr int VPL = HD >= 256 ? HD / 256 : 1;  // uint4 per lane per key
+    constexpr int LPK = HD / (8 * VPL);            // lanes per key (a sub-group)
+    constexpr int KPW = 32 / LPK;                  // sub-groups a warp
+    constexpr int E = 8 * VPL;                     // dims a lane
+    constexpr int HALF = HD / 2;
+    constexpr int NP = pow2_ceil(G * KB);          // a batch's scores, padded to a power of two
+    constexpr int R = NP > LPK ? NP / LPK : 1;     // of them a lane holds after the butterfly
+    constexpr int D = NP < LPK ? LPK / NP : 1;     // lanes holding each
+    constexpr int RK = R < KB ? R : KB;            // one head's scores in a lane's registers
+    constexpr int HL = R > KB ? R / KB : 1;        // heads a lane holds
+    constexpr int Q4 = G * HD / 4;                 // float4s of a KV head's output
+    constexpr int PER = (Q4 + C - 1) / C;          // of them each block of a cluster combines
+    extern __shared__ float4 sm4[];
+    __shared__ int last;
+    const int g = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
+    const int sub = lane / LPK, l = lane % LPK, units = nwarps * KPW, u = warp * KPW + sub;
+    float* wo = reinterpret_cast<float*>(sm4);  // [units][G][HD] each sub-group's unnormalised o
+    float* bo = wo + units * G * HD;            // [G][HD] the block's
+    float* pb = bo + G * HD;                    // [units][NP] a batch's probabilities
+    float* ab = pb + units * NP;                // [units][G] a batch's rescale of o
+    float* wm = ab + units * G;                 // [units][G] max (log2 domain)
+    float* wl = wm + units * G;                 // [units][G] sum
+    float* bm = wl + units * G;                 // [G] the block's max
+    float* bl = bm + G;                         // [G] the block's sum
+    const int t = (int)pos[0];  // positions fit in 32 bits
+    const int lo = window > 0 ? max(0, t - window + 1) : 0;
+    const int nmem = t - lo;                      // cached keys lo .. t - 1
+    const int W = gridDim.x * units;              // sub-groups of this KV head
+    const int slot = blockIdx.x * units + u;
+    const int cnt = nmem > slot ? (nmem - slot + W - 1) / W : 0;
+    const bool own = slot == nmem % W;            // key t is this sub-group's key number cnt
+    const int mine = cnt + own;
+    const int nb = (__reduce_max_sync(FULL, mine) + KB - 1) / KB;  // warp-uniform batch count
+    const size_t base = (size_t)g * cap * HD;
+    const size_t first = base + (size_t)(lo + slot) * HD + l * 8;
+    pdl_trigger();
+    // 0. the first batch of cached keys and values (earlier positions), norm weights and rotary at t
+    uint4 kr[KB][VPL], vr[KB][VPL];
+    load_batch<KB, VPL, LPK>(kr, vr, K, V, first, W, 0, cnt, HD);
+    int dd[VPL], dp[VPL];  // this lane's 8-dim slices and their rotary partners
+#pragma unroll
+    for (int v = 0; v < VPL; ++v) {
+        dd[v] = (l + LPK * v) * 8;
+        dp[v] = dd[v] < HALF ? dd[v] + HALF : dd[v] - HALF;
+    }
+    float cs[E], sn[E], qw[E], qwp[E], kw[E], kwp[E];
+#pragma unroll
+    for (int v = 0; v < VPL; ++v) {
+        const int r = dd[v] < HALF ? dd[v] : dp[v];
+        ld8(rope_cos + (size_t)t * HALF + r, cs + 8 * v);
+        ld8(rope_sin + (size_t)t * HALF + r, sn + 8 * v);
+        if (q_norm != NULL) { ld8(q_norm + dd[v], qw + 8 * v); ld8(q_norm + dp[v], qwp + 8 * v); }
+        if (k_norm != NULL) { ld8(k_norm + dd[v], kw + 8 * v); ld8(k_norm + dp[v], kwp + 8 * v); }
+    }
+    pdl_wait();  // qkv is the previous kernel's output
+    // 1. q heads and k: RMSNorm (sum over the sub-group), half-split rotary with the partner dims loaded too
+    float q[G][E], kn[E], vn[E];
+#pragma unroll
+    for (int r = 0; r <= G; ++r) {
+        const float* s = qkv + (size_t)(r < G ? g * G + r : nq + g) * HD;
+        const float* w = r < G ? q_norm : k_norm;
+        float x[E], xp[E];
+#pragma unroll
+        for (int v = 0; v < VPL; ++v) { ld8(s + dd[v], x + 8 * v); ld8(s + dp[v], xp + 8 * v); }
+        float inv = 1.f;
+        if (w != NULL) {
+            float ss = 0.f;
+#pragma unroll
+            for (int e = 0; e < E; ++e) ss = fmaf(x[e], x[e], ss);
+#pragma unroll
+            for (int o = LPK / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL, ss, o);
+            inv = rsqrtf(ss / HD + eps);
+        }
+#pragma unroll
+        for (int v = 0; v < VPL; ++v)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const int i = 8 * v + e;
+                float a = x[i] * inv, b = xp[i] * inv;
+                if (w != NULL) { a *= r < G ? qw[i] : kw[i]; b *= r < G ? qwp[i] : kwp[i]; }
+                const float y = dd[v] < HALF ? a * cs[i] - b * sn[i] : a * cs[i] + b * sn[i];
+                if (r < G) q[r][i] = y;
+                else kn[i] = __half2float(__float2half_rn(y));  // as the cache holds it
+            }
+    }
+#pragma unroll
+    for (int v = 0; v < VPL; ++v) {
+        ld8(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) vn[8 * v + e] = __half2float(__float2half_rn(vn[8 * v + e]));
+    }
+    uint4 kt[VPL], vt[VPL];
+#pragma unroll
+    for (int v = 0; v < VPL; ++v) { kt[v] = f_to_h8(kn + 8 * v); vt[v] = f_to_h8(vn + 8 * v); }
+    if (own)  // the sub-group holding key t appends it; no block of this launch reads row t
+#pragma unroll
+        for (int v = 0; v < VPL; ++v) {
+            *reinterpret_cast<uint4*>(K + base + (size_t)t * HD + dd[v]) = kt[v];
+            *reinterpret_cast<uint4*>(V + base + (size_t)t * HD + dd[v]) = vt[v];
+        }
+    // 2. batches: scores, online softmax (log2 domain), p @ V
+    const float sc = softcap > 0.f ? scale : scale * LOG2E_F;
+    const int i0 = R * (l / D);  // number of the first score this lane holds after the butterfly
+    float acc[G][E], mh[HL], lh[HL];
+#pragma unroll
+    for (int h = 0; h < G; ++h)
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[h][e] = 0.f;
+#pragma unroll
+    for (int hh = 0; hh < HL; ++hh) { mh[hh] = -INF_F; lh[hh] = 0.f; }
+    for (int b = 0; b < nb; ++b) {
+        if (b > 0) load_batch<KB, VPL, LPK>(kr, vr, K, V, first, W, b, cnt, HD);
+#pragma unroll
+        for (int i = 0; i < KB; ++i)
+            if (own && b * KB + i == cnt)
+#pragma unroll
+                for (int v = 0; v < VPL; ++v) { kr[i][v] = kt[v]; vr[i][v] = vt[v]; }
+        float s[NP];
+#pragma unroll
+        for (int i = G * KB; i < NP; ++i) s[i] = 0.f;
+#pragma unroll
+        for (int i = 0; i < KB; ++i) {
+            float kf[E];
+#pragma unroll
+            for (int v = 0; v < VPL; ++v) h8_to_f(kr[i][v], kf + 8 * v);
+#pragma unroll
+            for (int h = 0; h < G; ++h) {
+                float d = 0.f;
+#pragma unroll
+                for (int e = 0; e < E; ++e) d = fmaf(kf[e], q[h][e], d);
+                s[h * KB + i] = d;
+            }
+        }
+        XSum<LPK / 2, NP>::run(s, l);
+        float x[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int idx = i0 + r, i = idx % KB;
+            float y = s[r] * sc;
+            if (softcap > 0.f) y = softcap * tanhf(y / softcap) * LOG2E_F;
+            x[r] = idx < G * KB && b * KB + i < mine ? y : -INF_F;
+        }
+        __syncwarp();  // the previous batch's reads of pb / ab are done
+#pragma unroll
+        for (int hh = 0; hh < HL; ++hh) {
+            float m = -INF_F;
+#pragma unroll
+            for (int r = 0; r < RK; ++r) m = fmaxf(m, x[hh * RK + r]);
+#pragma unroll
+            for (int o = D; o < D * (KB / RK); o <<= 1) m = fmaxf(m, __shfl_xor_sync(FULL, m, o));
+            const float mn = fmaxf(mh[hh], m);
+            const float a = mn == -INF_F ? 1.f : exp2f(mh[hh] - mn);
+            float ps = 0.f;
+#pragma unroll
+            for (int r = 0; r < RK; ++r) {
+                const float y = x[hh * RK + r];
+                const float p = y == -INF_F ? 0.f : exp2f(y - mn);
+                x[hh * RK + r] = p;
+                ps += p;
+            }
+#pragma unroll
+            for (int o = D; o < D * (KB / RK); o <<= 1) ps += __shfl_xor_sync(FULL, ps, o);
+            lh[hh] = fmaf(lh[hh], a, ps);
+            mh[hh] = mn;
+            const int h = i0 / KB + hh;
+            if (l % D == 0 && i0 % KB == 0 && h < G) ab[u * G + h] = a;
+        }
+        if (l % D == 0)
+#pragma unroll
+            for (int r = 0; r < R; ++r) pb[u * NP + i0 + r] = x[r];
+        __syncwarp();
+        float p[NP], a[G];
+        if constexpr (NP % 4 == 0) {
+#pragma unroll
+            for (int i = 0; i < NP / 4; ++i) {
+                const float4 f = reinterpret_cast<const float4*>(pb + u * NP)[i];
+                p[4 * i] = f.x; p[4 * i + 1] = f.y; p[4 * i + 2] = f.z; p[4 * i + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < NP; ++i) p[i] = pb[u * NP + i];
+        }
+#pragma unroll
+        for (int h = 0; h < G; ++h) a[h] = ab[u * G + h];
+#pragma unroll
+        for (int h = 0; h < G; ++h)
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[h][e] *= a[h];
+#pragma unroll
+        for (int i = 0; i < KB; ++i) {
+            float vf[E];
+#pragma unroll
+            for (int v = 0; v < VPL; ++v) h8_to_f(vr[i][v], vf + 8 * v);
+#pragma unroll
+            for (int h = 0; h < G; ++h)
+#pragma unroll
+                for (int e = 0; e < E; ++e) acc[h][e] = fmaf(p[h * KB + i], vf[e], acc[h][e]);
+        }
+    }
+    // 3. each sub-group's partial -> shared memory; the block's partial over its sub-groups
+#pragma unroll
+    for (int h = 0; h < G; ++h)
+#pragma unroll
+        for (int v = 0; v < VPL; ++v) {
+            float4* d = reinterpret_cast<float4*>(wo + (u * G + h) * HD + dd[v]);
+            d[0] = make_float4(acc[h][8 * v], acc[h][8 * v + 1], acc[h][8 * v + 2], acc[h][8 * v + 3]);
+            d[1] = make_float4(acc[h][8 * v + 4], acc[h][8 * v + 5], acc[h][8 * v + 6], acc[h][8 * v + 7]);
+        }
+#pragma unroll
+    for (int hh = 0; hh < HL; ++hh) {
+        const int h = i0 / KB + hh;
+        if (l % D == 0 && i0 % KB == 0 && h < G) { wm[u * G + h] = mh[hh]; wl[u * G + h] = lh[hh]; }
+    }
+    __syncthreads();
+    for (int e = tid; e < Q4; e += blockDim.x) {
+        const int h = e / (HD / 4);
+        float M = -INF_F, L = 0.f;
+        for (int w = 0; w < units; ++w) M = fmaxf(M, wm[w * G + h]);
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int w = 0; w < units; ++w) {
+            const float m = wm[w * G + h], f = m == -INF_F ? 0.f : exp2f(m - M);
+            const float4 y = reinterpret_cast<const float4*>(wo)[w * Q4 + e];
+            L = fmaf(f, wl[w * G + h], L);
+            o.x = fmaf(f, y.x, o.x); o.y = fmaf(f, y.y, o.y); o.z = fmaf(f, y.z, o.z); o.w = fmaf(f, y.w, o.w);
+        }
+        reinterpret_cast<float4*>(bo)[e] = o;
+        if (e % (HD / 4) == 0) { bm[h] = M; bl[h] = L; }
+    }
+    // 4. the cluster's partial: block `rank` combines float4s [rank PER, (rank + 1) PER) over the C blocks
+    cluster_barrier();
+    const int rank = blockIdx.x % C, cl = blockIdx.x / C, ncl = gridDim.x / C;
+    const int e = rank * PER + tid;
+    if (tid < PER && e < Q4) {
+        const int h = e / (HD / 4), d4 = e % (HD / 4);
+        float mc[C], lc[C];
+        float4 oc[C];
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            mc[c] = ld_dsmem(dsmem(bm + h, c));
+            lc[c] = ld_dsmem(dsmem(bl + h, c));
+            oc[c] = ld_dsmem4(dsmem(reinterpret_cast<float4*>(bo) + e, c));
+        }
+        float M = -INF_F, L = 0.f;
+#pragma unroll
+        for (int c = 0; c < C; ++c) M = fmaxf(M, mc[c]);
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            const float f = mc[c] == -INF_F ? 0.f : exp2f(mc[c] - M);
+            L = fmaf(f, lc[c], L);
+            o.x = fmaf(f, oc[c].x, o.x); o.y = fmaf(f, oc[c].y, o.y);
+            o.z = fmaf(f, oc[c].z, o.z); o.w = fmaf(f, oc[c].w, o.w);
+        }
+        if (ncl == 1) {
+            const float r = 1.f / L;
+            reinterpret_cast<float4*>(out)[g * Q4 + e] = make_float4(o.x * r, o.y * r, o.z * r, o.w * r);
+        } else {
+            const size_t row = (size_t)(g * G + h) * ncl + cl;
+            reinterpret_cast<float4*>(part + row * HD)[d4] = o;
+            if (d4 == 0) {
+                float* ml = part + (size_t)nq * ncl * HD + row * 2;
+                ml[0] = M;
+                ml[1] = L;
+            }
+            __threadfence();
+        }
+    }
+    cluster_barrier();  // every block's shared memory has been read: blocks may exit
+    if (ncl == 1) return;
+    // 5. the last block of this KV head to finish combines the ncl cluster partials, resets the counter
+    if (tid == 0) last = atomicAdd(counter + g, 1) == (int)gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int f = tid; f < Q4; f += blockDim.x) {
+        const int h = f / (HD / 4), d4 = f % (HD / 4);
+        const size_t row0 = (size_t)(g * G + h) * ncl;
+        const float* ml = part + (size_t)nq * ncl * HD + row0 * 2;
+        float M = -INF_F, L = 0.f;
+        for (int c = 0; c < ncl; ++c) M = fmaxf(M, __ldcg(ml + 2 * c));
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+        for (int c = 0; c < ncl; ++c) {
+            const float m = __ldcg(ml + 2 * c), w = m == -INF_F ? 0.f : exp2f(m - M);
+            const float4 y = __ldcg(reinterpret_cast<const float4*>(part + (row0 + c) * HD) + d4);
+            L = fmaf(w, __ldcg(ml + 2 * c + 1), L);
+            o.x = fmaf(w, y.x, o.x); o.y = fmaf(w, y.y, o.y); o.z = fmaf(w, y.z, o.z); o.w = fmaf(w, y.w, o.w);
+        }
+        const float r = 1.f / L;
+        reinterpret_cast<float4*>(out)[g * Q4 + f] = make_float4(o.x * r, o.y * r, o.z * r, o.w * r);
+    }
+    if (tid == 0) counter[g] = 0;
+}
+
+"""
