@@ -388,6 +388,22 @@ def test_native_pdl_equals_plain_launches(folders, image):
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
 
 
+@pytest.mark.parametrize("batch,cluster,clusters", [(2, 8, 0), (8, 8, 1), (4, 1, 0)])
+def test_native_cluster_attention_equals_chunked(folders, image, batch, cluster, clusters):
+    """The step with attention_cl (Shapes.attn_batch > 0) gives the tokens of the default attention kernel and
+    logits within fp16 rounding of its (another summation order), 40 steps, PDL on."""
+    from vlmdecode.native import kernels as NK
+
+    runs = {}
+    for shapes in (NK.Shapes(), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
+        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
+        _, x = pipe.prepare(PROMPT, image)
+        runs[shapes.attn_batch] = _native_run(pipe, x, 40)
+    (want, wl), (got, gl) = runs[0], runs[batch]
+    assert got == want
+    assert all(np.abs(a - b).max() <= 2e-2 * max(1.0, np.abs(a).max()) for a, b in zip(wl[1:], gl[1:]))
+
+
 def test_native_sampling(folders, image):
     pipe = vlmdecode.load(folders["fp16"], "cuda", "native")
     greedy = pipe.generate(PROMPT, image=image, max_new_tokens=24, stop=()).tokens

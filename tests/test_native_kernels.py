@@ -54,6 +54,19 @@ def test_attention_geometry():
     assert K.attention_splits(256, 16) == 1 and K.attention_splits(10, 512) == 1
 
 
+def test_cluster_attention_geometry():
+    assert K.split_units(256, 256) == 8 and K.split_units(16, 64) == 32
+    # the fewest clusters with one batch a sub-group at the most keys: 1072 keys / (8 blocks x 8 x 2) -> 9
+    assert K.cluster_splits(1072, None, 256, 256, 2, 8) == 72 and K.cluster_splits(1072, 512, 256, 256, 8, 8) == 8
+    assert K.cluster_splits(1072, None, 256, 256, 8, 8, clusters=1) == 8
+    assert K.cluster_name(256, 4, 2, 8) == "attention_cl<256,4,2,8>"
+    sh = K.Shapes(attn_batch=4, attn_cluster=4)
+    assert K.attention_blocks(sh, 1072, 512, 256) == 16 and K.attention_blocks(K.Shapes(), 1072, 512, 256) == 32
+    for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=16), dict(batch=2, cluster=8, threads=512)):
+        with pytest.raises(K.KernelShapeError):
+            K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
+
+
 def test_kernel_names():
     assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1,1>" and K.attention_name(256) == "attention<256>"
     assert K.gemv_name(5, 2, K.EPI_GELU, 0) == "gemv<5,2,1,0>"

@@ -22,9 +22,13 @@ __host__ __device__ constexpr int pow2_ceil(const int n) { return n <= 1 ? 1 : 2
 
 // distributed shared memory: a shared-memory address of this block -> the same address in block `rank`
 // of the cluster; loads from it; the cluster barrier (also a barrier of this block's threads)
+#ifndef __cluster_dims__
+#define __cluster_dims__(...) __attribute__((cluster_dims(__VA_ARGS__)))
+#endif
+
 __device__ __forceinline__ unsigned dsmem(const void* p, const unsigned rank) {
-    unsigned r;
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    unsigned a, r;
+    asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(a) : "l"(p));
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
     return r;
 }
@@ -154,7 +158,10 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     const int cnt = nmem > slot ? (nmem - slot + W - 1) / W : 0;
     const bool own = slot == nmem % W;            // key t is this sub-group's key number cnt
     const int mine = cnt + own;
-    const int nb = (__reduce_max_sync(FULL, mine) + KB - 1) / KB;  // warp-uniform batch count
+    int most = mine;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) most = max(most, __shfl_xor_sync(FULL, most, o));
+    const int nb = (most + KB - 1) / KB;  // warp-uniform batch count
     const size_t base = (size_t)g * cap * HD;
     const size_t first = base + (size_t)(lo + slot) * HD + l * 8;
     pdl_trigger();
@@ -353,8 +360,7 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     // 4. the cluster's partial: block `rank` combines float4s [rank PER, (rank + 1) PER) over the C blocks
     cluster_barrier();
     const int rank = blockIdx.x % C, cl = blockIdx.x / C, ncl = gridDim.x / C;
-    const int e = rank * PER + tid;
-    if (tid < PER && e < Q4) {
+    for (int e = rank * PER + tid; e < min(Q4, (rank + 1) * PER); e += blockDim.x) {
         const int h = e / (HD / 4), d4 = e % (HD / 4);
         float mc[C], lc[C];
         float4 oc[C];
