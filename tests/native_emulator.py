@@ -135,16 +135,17 @@ def attention(name, grid, a):
     rot = lambda x: np.concatenate([x[:, :half] * c - x[:, half:] * s, x[:, half:] * c + x[:, :half] * s], 1)  # noqa: E731
     q, k = rot(q), rot(k)
     Kc, Vc = (view(b, F16, nkv * cap * D).reshape(nkv, cap, D) for b in (K, V))
-    Kc[:, t], Vc[:, t] = k.astype(F16), v.astype(F16)
+    Kc[:, t % cap], Vc[:, t % cap] = k.astype(F16), v.astype(F16)  # position p at row p % cap
     lo = max(0, t - window + 1) if window > 0 else 0
+    rows = np.arange(lo, t + 1) % cap
     o = view(out, F32, nq * D).reshape(nq, D)
     for h in range(nq):
         g = h // (nq // nkv)
-        sc = Kc[g, lo:t + 1].astype(np.float64) @ q[h] * float(scale)
+        sc = Kc[g, rows].astype(np.float64) @ q[h] * float(scale)
         if float(softcap) > 0:
             sc = float(softcap) * np.tanh(sc / float(softcap))
         p = np.exp(sc - sc.max())
-        o[h] = p @ Vc[g, lo:t + 1].astype(np.float64) / p.sum()
+        o[h] = p @ Vc[g, rows].astype(np.float64) / p.sum()
 
 
 def advance(name, grid, a):

@@ -235,6 +235,46 @@ def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, ker
     assert np.array_equal(got_K[:, others], Kc[:, others]) and np.array_equal(got_V[:, others], Vc[:, others])
 
 
+@pytest.mark.parametrize("D,nq,nkv,cap,cl", [(256, 4, 1, 512, (2, 8, 0)), (256, 4, 1, 512, (8, 8, 1)),
+                                              (64, 8, 2, 16, (4, 2, 0)), (16, 4, 2, 16, (1, 1, 0))])
+@pytest.mark.parametrize("t_over", [-1, 0, 1, 37, 3])  # t = cap + t_over (3: t = 3 cap + 3, wrapped 3 times)
+def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):
+    """A windowed layer whose buffer holds exactly its window (capacity == window): position p at row p % cap.
+    Same result as the full-length cache, row t % cap appended, every other row untouched."""
+    t = 3 * cap + 3 if t_over == 3 else cap + t_over
+    window, eps, scale, max_pos, full = cap, 1e-6, D**-0.5, 4 * cap + 8, 4 * cap + 8
+    rng = np.random.default_rng(D + t)
+    qkv = rng.standard_normal((nq + 2 * nkv) * D).astype(np.float32)
+    qn, kn = (rng.uniform(0.5, 1.5, D).astype(np.float32) for _ in range(2))
+    ang = np.arange(max_pos)[:, None] * rng.uniform(0.001, 1.0, D // 2)[None]
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    Kf = rng.standard_normal((nkv, full, D)).astype(np.float16)  # the full-length cache: position p at row p
+    Vf = rng.standard_normal((nkv, full, D)).astype(np.float16)
+    Kc, Vc = rng.standard_normal((2, nkv, cap, D)).astype(np.float16)  # the ring: rows of the window's positions
+    for p in range(max(0, t - cap + 1), t):
+        Kc[:, p % cap], Vc[:, p % cap] = Kf[:, p], Vf[:, p]
+    fns = K.compile_module(set(), {D}, (), {(D, nq // nkv, cl[0], cl[1])})
+    splits = K.cluster_splits(cap, window, D, 256 if D == 256 else 128, *cl)
+    dK, dV = cupy.asarray(Kc[None]), cupy.asarray(Vc[None])
+    out, counter = poisoned(nq * D), cupy.zeros(nkv, cupy.int32)
+    launch = K.attention(fns, "attn", cupy.asarray(qkv), nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn),
+                         eps=eps, rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin),
+                         pos=cupy.asarray([t], cupy.int64), K=dK, V=dV, window=window, scale=scale, softcap=None,
+                         part=poisoned(nq * splits * (D + 2)), counter=counter, out=out,
+                         threads=256 if D == 256 else 128, batch=cl[0], cluster=cl[1], clusters=cl[2])
+    launch()
+    ref, rK, rV = ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kf, Vf, window, scale, None)
+    assert rel(out.get(), ref) < 2e-3
+    assert (counter.get() == 0).all()
+    got_K, got_V = dK.get()[0], dV.get()[0]
+    r = t % cap
+    assert np.abs(got_K[:, r].astype(np.float64) - rK[:, t]).max() <= 2e-3 * np.abs(rK[:, t]).max()
+    assert np.array_equal(got_V[:, r], rV[:, t])
+    others = np.ones(cap, bool)
+    others[r] = False
+    assert np.array_equal(got_K[:, others], Kc[:, others]) and np.array_equal(got_V[:, others], Vc[:, others])
+
+
 def test_advance_given_and_table():
     fns = _fns()
     H, V = 40, 9

@@ -98,15 +98,18 @@ __device__ __forceinline__ void ld8(const float* p, float* f) {
     f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w; f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
 
-// batch b of a sub-group's cached keys (number n < cnt: row lo + slot + W n) into registers, zeros past cnt
+// batch b of a sub-group's cached keys into registers, zeros past cnt: key number n is position
+// lo + slot + W n, at row (r0 + slot + W n) mod cap (r0 = lo mod cap, slot + W n < cap)
 template <int KB, int VPL, int LPK>
 __device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB][VPL], const __half* K,
-                                           const __half* V, const size_t first, const int W, const int b,
-                                           const int cnt, const int HD) {
+                                           const __half* V, const size_t lane0, const int row0, const int W,
+                                           const int cap, const int b, const int cnt, const int HD) {
 #pragma unroll
     for (int i = 0; i < KB; ++i) {
         const int n = b * KB + i;
-        const size_t at = first + (size_t)W * n * HD;
+        int row = row0 + W * n;
+        row -= row >= cap ? cap : 0;
+        const size_t at = lane0 + (size_t)row * HD;
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
             kr[i][v] = n < cnt ? *reinterpret_cast<const uint4*>(K + at + v * LPK * 8) : make_uint4(0u, 0u, 0u, 0u);
@@ -122,7 +125,7 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     const float* q_norm, const float* k_norm, const float eps,     // [HD] effective, or NULL
     const float* rope_cos, const float* rope_sin,                 // [max_pos, HD / 2]
     const long long* pos,                                          // [1]: this token's position t
-    __half* K, __half* V, const int cap,                           // [nkv, cap, HD], t < cap: row t appended
+    __half* K, __half* V, const int cap,                           // [nkv, cap, HD]: position p at row p % cap
     const int window, const float scale, const float softcap, const int chunk,  // window 0: all keys; chunk unused
     float* part, int* counter, float* out)                         // counter [nkv]: 0 between launches
 {
@@ -163,11 +166,12 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     for (int o = 16; o > 0; o >>= 1) most = max(most, __shfl_xor_sync(FULL, most, o));
     const int nb = (most + KB - 1) / KB;  // warp-uniform batch count
     const size_t base = (size_t)g * cap * HD;
-    const size_t first = base + (size_t)(lo + slot) * HD + l * 8;
+    const int row0 = lo % cap + slot;  // position p sits at row p mod cap (the identity while t < cap)
+    const size_t lane0 = base + l * 8;
     pdl_trigger();
     // 0. the first batch of cached keys and values (earlier positions), norm weights and rotary at t
     uint4 kr[KB][VPL], vr[KB][VPL];
-    load_batch<KB, VPL, LPK>(kr, vr, K, V, first, W, 0, cnt, HD);
+    load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, 0, cnt, HD);
     int dd[VPL], dp[VPL];  // this lane's 8-dim slices and their rotary partners
 #pragma unroll
     for (int v = 0; v < VPL; ++v) {
@@ -223,11 +227,11 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     uint4 kt[VPL], vt[VPL];
 #pragma unroll
     for (int v = 0; v < VPL; ++v) { kt[v] = f_to_h8(kn + 8 * v); vt[v] = f_to_h8(vn + 8 * v); }
-    if (own)  // the sub-group holding key t appends it; no block of this launch reads row t
+    if (own)  // the sub-group holding key t appends it at row t mod cap, which no block of this launch reads
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
-            *reinterpret_cast<uint4*>(K + base + (size_t)t * HD + dd[v]) = kt[v];
-            *reinterpret_cast<uint4*>(V + base + (size_t)t * HD + dd[v]) = vt[v];
+            *reinterpret_cast<uint4*>(K + base + (size_t)(t % cap) * HD + dd[v]) = kt[v];
+            *reinterpret_cast<uint4*>(V + base + (size_t)(t % cap) * HD + dd[v]) = vt[v];
         }
     // 2. batches: scores, online softmax (log2 domain), p @ V
     const float sc = softcap > 0.f ? scale : scale * LOG2E_F;
@@ -240,7 +244,7 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
 #pragma unroll
     for (int hh = 0; hh < HL; ++hh) { mh[hh] = -INF_F; lh[hh] = 0.f; }
     for (int b = 0; b < nb; ++b) {
-        if (b > 0) load_batch<KB, VPL, LPK>(kr, vr, K, V, first, W, b, cnt, HD);
+        if (b > 0) load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, b, cnt, HD);
 #pragma unroll
         for (int i = 0; i < KB; ++i)
             if (own && b * KB + i == cnt)
