@@ -262,6 +262,7 @@ def fake_cupy():
     cp.asarray = lambda a, dtype=None: farr(np.asarray(a, dtype))
     cp.zeros = lambda shape, dtype=F32: farr(np.zeros(shape, dtype))
     cp.full = lambda shape, fill, dtype=F32: farr(np.full(shape, fill, dtype))
+    cp.roll = lambda a, shift, axis=None: farr(np.roll(np.asarray(a), shift, axis))
     cp.RawModule = lambda code=None, options=(), name_expressions=None: types.SimpleNamespace(get_function=Kernel)
     runtime = types.SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1,
                                     memsetAsync=lambda p, v, n, s: ctypes.memset(int(p), v, int(n)))

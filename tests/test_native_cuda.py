@@ -444,6 +444,27 @@ def test_native_cluster_attention_equals_chunked(folders, image, batch, cluster,
     assert all(np.abs(a - b).max() <= 2e-2 * max(1.0, np.abs(a).max()) for a, b in zip(wl[1:], gl[1:]))
 
 
+def test_native_windowed_export_equals_eager():
+    """onnxruntime-genai's CUDA export (builder-text-fp16-cuda: 5 local layers whose KV buffer is exactly their
+    window of 12, a prompt longer than the window): native, reading those buffers as rings (attention_cl),
+    gives onnxruntime CUDA eager's tokens over the whole expected run (200 steps)."""
+    from exported_util import cases, decode, folders
+
+    from vlmdecode.native import kernels as NK
+
+    found = [f for f in folders(cuda=True) if f.name == "builder-text-fp16-cuda"]
+    if not found:
+        pytest.skip("tests/data/exported/builder-text-fp16-cuda is not in this checkout")
+    (case,) = cases(found[0])
+    assert len(case.ids) > 12 and len(case.tokens) >= 64
+    eager = decode(vlmdecode.load(found[0], "cuda", "eager"), case)
+    with pytest.raises(PlanError, match="only attention_cl reads rings"):
+        vlmdecode.load(found[0], "cuda", "native")
+    pipe = vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(attn_batch=2))
+    assert pipe.decoder.ring_layers == [0, 1, 2, 3, 4]
+    assert decode(pipe, case) == eager
+
+
 def test_native_sampling(folders, image):
     pipe = vlmdecode.load(folders["fp16"], "cuda", "native")
     greedy = pipe.generate(PROMPT, image=image, max_new_tokens=24, stop=()).tokens

@@ -53,8 +53,9 @@ class FakeOrt:
         logits = self.ref.forward(inputs, self.cache)  # [S, V]
         for i in range(len(self.kv.keys)):
             n = self.cache.rows[i]
-            self.kv.keys[i].array[0, :, :n] = self.cache.keys[i][:, :n].astype(np.float16)
-            self.kv.values[i].array[0, :, :n] = self.cache.values[i][:, :n].astype(np.float16)
+            m = min(n, self.kv.keys[i].array.shape[-2])  # a windowed buffer: the last C positions, oldest in row 0
+            self.kv.keys[i].array[0, :, :m] = self.cache.keys[i][:, n - m:n].astype(np.float16)
+            self.kv.values[i].array[0, :, :m] = self.cache.values[i][:, n - m:n].astype(np.float16)
         S = logits.shape[0]
         self.kv.advance(S)
         buf = allocate((1, S, logits.shape[1]), np.float16, self.device)
@@ -153,6 +154,30 @@ def test_host_fed_step_and_rebuild(fake, folders):
     assert dec.counters()["kernels_per_step"] == 5 * dec.plan.num_layers + 2
 
 
+@pytest.mark.parametrize("prompt", [10, 21, 32])
+def test_windowed_ring_follows_numpy_exec(fake, folders, prompt):
+    """Local layers whose KV buffer holds exactly their window (onnxruntime CUDA's windowed cache, last C
+    positions in rows [0, C) after prefill): rotated into a ring once, then read and appended as one
+    (attention_cl); the logits follow numpy_exec's full-length cache across the wrap."""
+    folder = folders["tiny", "fused-cuda"]
+    plan = ND.folder_plan(ModelFolder.load(folder))
+    FakeOrt.capacities = [L.window or ModelFolder.load(folder).max_length for L in plan.layers]
+    try:
+        dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2), sync_every=1)
+    finally:
+        FakeOrt.capacities = None
+    assert dec.ring_layers == [i for i, L in enumerate(plan.layers) if L.window] and dec.ring_layers
+    table = np.asarray(dec.table)
+    toks = []
+    for tok in dec.generate(table[prompt_ids(prompt)], 24, Sampler(SamplingParams())):
+        toks.append(tok)
+        if len(toks) > 1:
+            ref = dec.ort.ref.forward(table[toks[-2]][None].astype(np.float64), dec.ort.cache)[-1]
+            got = np.asarray(dec.logits, np.float64)
+            assert np.abs(got - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
+    assert len(toks) == 24
+
+
 def test_refusals(fake, folders, tmp_path):
     with pytest.raises(ValueError, match="builds mode 'native'"):
         ND.build(ModelFolder.load(folders["tiny", "unfused"]), FakeDevice(), "device")
@@ -161,9 +186,12 @@ def test_refusals(fake, folders, tmp_path):
     fp32 = build_fixture(preset("tiny"), tmp_path / "fp32")
     with pytest.raises(PlanError, match="fp16"):
         _decoder(fp32)
-    FakeOrt.capacities = [256, 16, 256]  # a windowed cache on layer 1: rows are not positions there
+    FakeOrt.capacities = [256, 20, 256]  # a windowed cache of 20 rows for a window of 16
     try:
-        with pytest.raises(PlanError, match="KV capacities"):
+        with pytest.raises(PlanError, match="layer 1's KV buffer holds 20 positions"):
+            _decoder(folders["tiny", "unfused"])
+        FakeOrt.capacities = [16, 16, 256]  # exactly the window: a ring, which only attention_cl reads
+        with pytest.raises(PlanError, match=r"layers \[0, 1\] keep a windowed KV buffer"):
             _decoder(folders["tiny", "unfused"])
     finally:
         FakeOrt.capacities = None

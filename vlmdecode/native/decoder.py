@@ -54,9 +54,10 @@ def check_plan(plan: DecoderPlan, max_length: int) -> None:
         raise PlanError(f"{plan.source}: the native kernels store fp16 weights; this decoder's dtype is "
                         f"{np.dtype(plan.dtype)} (build the folder with --dtype fp16)")
     for L in plan.layers:
-        if L.kv_capacity is not None:
-            raise PlanError(f"{plan.source}: layer {L.index} keeps a windowed KV cache of {L.kv_capacity} rows; the "
-                            "native step reads full-capacity KV buffers only (export without windowed KV)")
+        if L.kv_capacity is not None and L.kv_capacity != L.window:
+            raise PlanError(f"{plan.source}: layer {L.index} keeps a windowed KV cache of {L.kv_capacity} rows for a "
+                            f"window of {L.window}; the native step reads a windowed layer's buffer as a ring of "
+                            "exactly its window (onnxruntime CUDA's layout) or a buffer of max_length rows")
         if L.rope_cos.shape[0] < max_length:
             raise PlanError(f"{plan.source}: layer {L.index}'s rotary table has {L.rope_cos.shape[0]} positions, "
                             f"fewer than max_length {max_length}")
@@ -91,10 +92,14 @@ class NativeDecoder(Decoder):
         self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
         super().__init__(folder, self.ort.device, self.ort.transfers, self.ort.max_length)
         self.plan, self.kv = plan, self.ort.kv
-        caps = {int(k.shape[-2]) for k in self.kv.keys}
-        if caps != {self.max_length}:  # a windowed cache evicts from the front; the step kernels index rows by position
-            raise PlanError(f"{folder.decoder.path.name}: KV capacities {sorted(caps)} per layer; the native step "
-                            f"needs every layer's buffer to hold max_length={self.max_length} positions")
+        # a layer's buffer holds max_length positions, or exactly its window: then the native step keeps it as a
+        # ring (position p at row p % window), rotated once after onnxruntime's prefill (`_ring_after_prefill`)
+        self.ring_layers = [l for l, (k, L) in enumerate(zip(self.kv.keys, plan.layers))
+                            if int(k.shape[-2]) != self.max_length and int(k.shape[-2]) == L.window]
+        for l, k in enumerate(self.kv.keys):
+            if int(k.shape[-2]) != self.max_length and l not in self.ring_layers:
+                raise PlanError(f"{folder.decoder.path.name}: layer {l}'s KV buffer holds {int(k.shape[-2])} "
+                                f"positions; the native step needs max_length={self.max_length} or the layer's window")
         self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
         self.prefill_buffers = self.ort.prefill_buffers  # the prompt path stages prompts there (prompt_path)
         # lookahead (sync_every 1): step t+1 is queued before token t is read (on a second stream, after an
@@ -113,6 +118,9 @@ class NativeDecoder(Decoder):
     def rebuild(self, shapes: K.Shapes) -> None:
         """(Re)make the step's buffers and launches with these block shapes; the weights stay. Drops the
         captured graphs (the next step captures again). Between generations only."""
+        if self.ring_layers and not shapes.attn_batch:
+            raise PlanError(f"{self.folder.decoder.path.name}: layers {self.ring_layers} keep a windowed KV buffer "
+                            "(a ring); only attention_cl reads rings: use Shapes(attn_batch > 0)")
         self.shapes = shapes
         self._graphs: dict[bool, object] = {}
         with self.stream:
@@ -264,7 +272,20 @@ class NativeDecoder(Decoder):
     # ---- the contract's host-fed entry points ------------------------------------------------------
     def prefill(self, x, reuse: bool = False) -> np.ndarray:
         """onnxruntime's prefill into the shared KV buffers (module docstring); last position's logits."""
-        return self.ort.prefill(x, reuse)
+        out = self.ort.prefill(x, reuse)
+        self._ring_after_prefill()
+        return out
+
+    def _ring_after_prefill(self) -> None:
+        """onnxruntime keeps a windowed layer's last C positions in rows [0, C), oldest first (shifting left
+        each step); the native step reads and appends position p at row p % C: rotate once, on the stream."""
+        S = self.kv.position
+        with self.stream:
+            for l in self.ring_layers:
+                for buf in (self.kv.keys[l].array, self.kv.values[l].array):
+                    C = int(buf.shape[-2])
+                    if S > C and S % C:
+                        buf[...] = self.cp.roll(buf, S % C, axis=-2)
 
     def step(self, x, reuse: bool = False) -> np.ndarray:
         """One native step fed from the host (x: [1,1,H] embedding or [[id]]): the body graph, logits [V]."""
@@ -306,6 +327,7 @@ class NativeDecoder(Decoder):
     def _start(self, x, sampler: Sampler) -> int:
         """Prefill through onnxruntime, then pick the first token from its last row on the device."""
         logits, last = self.ort.prefill_on_device(x)  # last: offset of the last position's row
+        self._ring_after_prefill()
         self.mark("prefill")
         S = self.kv.position
         self.n_dev.fill(0)
