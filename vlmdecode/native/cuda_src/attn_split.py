@@ -406,19 +406,21 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int f = tid; f < Q4; f += blockDim.x) {
+    for (int f = tid; f < Q4; f += blockDim.x) {  // one pass, online max: 8 partials' loads in flight at once
         const int h = f / (HD / 4), d4 = f % (HD / 4);
         const size_t row0 = (size_t)(g * G + h) * ncl;
-        const float* ml = part + (size_t)nq * ncl * HD + row0 * 2;
+        const float2* ml = reinterpret_cast<const float2*>(part + (size_t)nq * ncl * HD) + row0;
         float M = -INF_F, L = 0.f;
-        for (int c = 0; c < ncl; ++c) M = fmaxf(M, __ldcg(ml + 2 * c));
         float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
         for (int c = 0; c < ncl; ++c) {
-            const float m = __ldcg(ml + 2 * c), w = m == -INF_F ? 0.f : exp2f(m - M);
+            const float2 m = __ldcg(ml + c);
             const float4 y = __ldcg(reinterpret_cast<const float4*>(part + (row0 + c) * HD) + d4);
-            L = fmaf(w, __ldcg(ml + 2 * c + 1), L);
-            o.x = fmaf(w, y.x, o.x); o.y = fmaf(w, y.y, o.y); o.z = fmaf(w, y.z, o.z); o.w = fmaf(w, y.w, o.w);
+            const float Mn = fmaxf(M, m.x);
+            const float fa = M == -INF_F ? 0.f : exp2f(M - Mn), fb = m.x == -INF_F ? 0.f : exp2f(m.x - Mn);
+            L = L * fa + m.y * fb;
+            o.x = o.x * fa + y.x * fb; o.y = o.y * fa + y.y * fb; o.z = o.z * fa + y.z * fb; o.w = o.w * fa + y.w * fb;
+            M = Mn;
         }
         const float r = 1.f / L;
         reinterpret_cast<float4*>(out)[g * Q4 + f] = make_float4(o.x * r, o.y * r, o.z * r, o.w * r);
