@@ -382,8 +382,7 @@ def sweep():
         cases[f"down/{splits}"] = (H, I, splits, K.EPI_PLAIN, False, GEMV_SHAPES)
     gemvs = {(K.loads_per_lane(k // sp), rpw, epi)
              for rows, k, sp, epi, _, shapes in cases.values() for _, rpw in shapes}
-    prefetch = {(D, K.attention_passes(D, c, th)) for pf, c, th in ATTN_SHAPES if pf}
-    fns = K.compile_module(gemvs, {D}, prefetch)
+    fns = K.compile_module(gemvs, set())  # attention_sweep compiles its own
     f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
     out, rng_w = {}, lambda n: (cupy.random.standard_normal(n, dtype=cupy.float32) * 0.05).astype(cupy.float16)
     vec, resid, delta, w_a, w_b = f32(I), f32(H), f32((8, H)), f32(H), f32(H)
