@@ -150,14 +150,18 @@ class Launch:
     pdl: bool = False
     _pdl: object = field(default=None, repr=False, compare=False)
 
+    def prepare(self) -> None:
+        """Pack the PDL launch now (ctypes objects), not on the first call, which may be inside a capture."""
+        if self.pdl and self._pdl is None:
+            from .pdl import PdlLaunch
+
+            self._pdl = PdlLaunch(self.fn, self.grid, self.block, self.args, self.shared, self.name)
+
     def __call__(self) -> None:
         if not self.pdl:
             self.fn(self.grid, self.block, self.args, shared_mem=self.shared)
             return
-        if self._pdl is None:
-            from .pdl import PdlLaunch
-
-            self._pdl = PdlLaunch(self.fn, self.grid, self.block, self.args, self.shared, self.name)
+        self.prepare()
         self._pdl()
 
 
