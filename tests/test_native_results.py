@@ -113,7 +113,7 @@ def test_ncu_script_summary_per_kernel_and_class(ncu_root, ncu_script):
     qkv = nat[0]
     assert qkv["us"] == pytest.approx(6.0) and qkv["dram_bytes"] == pytest.approx(3.5e6 + 4096)
     assert qkv["tb_per_s"] == pytest.approx((3.5e6 + 4096) / 6e-6 / 1e12) and qkv["sm_mhz"] == pytest.approx(1980)
-    assert qkv["l2_bytes"] is None  # "n/a" in the CSV: not a number, never a stand-in
+    assert qkv["l2_bytes"] is None and qkv["dram_mhz"] is None  # "n/a" / not in the CSV: never a stand-in
     g = data["native"]["groups"]
     assert g["gate_up"]["kernels"] == 2 and g["gate_up"]["us"] == pytest.approx(28.0)
     assert data["native"]["body_us"] == pytest.approx(data["native"]["kernel_us"] - 2.0)  # advance left out
