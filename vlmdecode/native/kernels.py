@@ -33,7 +33,7 @@ class Shapes:
     scripts/native_kernel_bench.py)."""
 
     qkv: tuple = (8, 1)
-    o: tuple = (4, 1)
+    o: tuple = (8, 1)
     gate_up: tuple = (8, 2, 0)  # 13.8 us vs 16.2 with the weights in flight during the prologue (128 registers)
     down: tuple = (4, 1)
     head: tuple = (8, 2)  # grid-stride, <= 1024 blocks
