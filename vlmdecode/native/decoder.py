@@ -27,6 +27,8 @@ fallback to onnxruntime for the step. Not here: the kernels' code (`native.kerne
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from ..buffers import allocate, host_array
@@ -230,6 +232,7 @@ class NativeDecoder(Decoder):
         self.pdl = bool(sh.pdl) and pdl_supported()
         for launch in self.body + [self.advance_greedy, self.advance_given, self.advance_prefill]:
             launch.pdl = self.pdl
+            launch.prepare()
 
     # ---- counters and generation lifetime ----------------------------------------------------------
     def kernels_per_step(self, greedy: bool = True) -> int:
@@ -254,12 +257,20 @@ class NativeDecoder(Decoder):
     def graph(self, greedy: bool):
         """The captured step (with advance when greedy), captured on first use."""
         if greedy not in self._graphs:
-            with self.stream:
-                self.stream.begin_capture()
-                try:
-                    self.enqueue_step(greedy)
-                finally:
-                    g = self.stream.end_capture()
+            # no garbage collection while capturing: a collected onnxruntime session (an earlier pipeline's)
+            # frees device memory, which is illegal during a capture and invalidates it
+            collect = gc.isenabled()
+            gc.disable()
+            try:
+                with self.stream:
+                    self.stream.begin_capture()
+                    try:
+                        self.enqueue_step(greedy)
+                    finally:
+                        g = self.stream.end_capture()
+            finally:
+                if collect:
+                    gc.enable()
             self._graphs[greedy] = g
             self.captured += 1
         return self._graphs[greedy]
