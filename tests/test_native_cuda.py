@@ -193,9 +193,10 @@ def ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, sca
 # plain: `size` keys a block; pf (K/V prefetched into registers): `size` key passes a warp; cl: (keys a batch,
 # blocks a cluster, clusters a KV head or 0 for one batch a sub-group at the capacity)
 @pytest.mark.parametrize("kernel,threads,size", [("plain", 128, 16), ("plain", 256, 64), ("pf", 128, 4),
-                                                 ("pf", 256, 4), ("pf", 256, 1), ("cl", 256, (2, 8, 0)),
+                                                 ("pf", 256, 4), ("pf", 256, 1), ("cl", 256, (8, 8, 0)),
                                                  ("cl", 128, (4, 8, 1)), ("cl", 256, (8, 4, 2)),
-                                                 ("cl", 64, (1, 1, 0)), ("cl", 256, (4, 2, 3))])
+                                                 ("cl", 64, (1, 1, 0)), ("cl", 256, (4, 2, 3)),
+                                                 ("cl", 256, (4, 16, 1))])
 @pytest.mark.parametrize("D,nq,nkv", [(256, 4, 1), (16, 4, 2), (64, 8, 2), (128, 6, 2)])
 @pytest.mark.parametrize("t,window,softcap", [(0, None, None), (5, 16, None), (16, 16, 5.0), (17, 16, None),
                                               (200, None, None), (300, 7, None), (1071, 512, None),
@@ -212,7 +213,7 @@ def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, ker
     prefetch, cl = kernel == "pf", size if kernel == "cl" else (0, 8, 0)
     chunk = size * (threads // 32) * (32 // K.attention_layout(D)[1]) if prefetch else (16 if cl[0] else size)
     fns = K.compile_module(set(), {D}, {(D, size)} if prefetch else (),
-                           {(D, nq // nkv, cl[0], cl[1])} if cl[0] else ())
+                           {(D, nq // nkv, cl[0], cl[1], threads // 32)} if cl[0] else ())
     splits = max(K.attention_splits(cap, window, chunk), K.cluster_splits(cap, window, D, threads, *cl) if cl[0] else 1)
     dK, dV = cupy.asarray(Kc[None]), cupy.asarray(Vc[None])
     out, counter = poisoned(nq * D), cupy.zeros(nkv, cupy.int32)
@@ -253,15 +254,16 @@ def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):
     Kc, Vc = rng.standard_normal((2, nkv, cap, D)).astype(np.float16)  # the ring: rows of the window's positions
     for p in range(max(0, t - cap + 1), t):
         Kc[:, p % cap], Vc[:, p % cap] = Kf[:, p], Vf[:, p]
-    fns = K.compile_module(set(), {D}, (), {(D, nq // nkv, cl[0], cl[1])})
-    splits = K.cluster_splits(cap, window, D, 256 if D == 256 else 128, *cl)
+    threads = 256 if D == 256 else 128
+    fns = K.compile_module(set(), {D}, (), {(D, nq // nkv, cl[0], cl[1], threads // 32)})
+    splits = K.cluster_splits(cap, window, D, threads, *cl)
     dK, dV = cupy.asarray(Kc[None]), cupy.asarray(Vc[None])
     out, counter = poisoned(nq * D), cupy.zeros(nkv, cupy.int32)
     launch = K.attention(fns, "attn", cupy.asarray(qkv), nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn),
                          eps=eps, rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin),
                          pos=cupy.asarray([t], cupy.int64), K=dK, V=dV, window=window, scale=scale, softcap=None,
                          part=poisoned(nq * splits * (D + 2)), counter=counter, out=out,
-                         threads=256 if D == 256 else 128, batch=cl[0], cluster=cl[1], clusters=cl[2])
+                         threads=threads, batch=cl[0], cluster=cl[1], clusters=cl[2])
     launch()
     ref, rK, rV = ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kf, Vf, window, scale, None)
     assert rel(out.get(), ref) < 2e-3
@@ -428,20 +430,29 @@ def test_native_pdl_equals_plain_launches(folders, image):
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
 
 
-@pytest.mark.parametrize("batch,cluster,clusters", [(2, 8, 0), (8, 8, 1), (4, 1, 0)])
-def test_native_cluster_attention_equals_chunked(folders, image, batch, cluster, clusters):
-    """The step with attention_cl (Shapes.attn_batch > 0) gives the tokens of the default attention kernel and
-    logits within fp16 rounding of its (another summation order), 40 steps, PDL on."""
+@pytest.mark.parametrize("batch,cluster,clusters", [(8, 8, 0), (2, 8, 1), (4, 1, 0)])
+def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster, clusters):
+    """The step with attention_cl gives the logits of the chunked kernel (attn_batch=0) within fp16 rounding
+    (another summation order), 40 steps, PDL on; tokens equal up to the first step where the chunked kernel's
+    top two are closer than that tolerance (a near tie; after it the runs see different tokens)."""
     from vlmdecode.native import kernels as NK
 
-    runs = {}
-    for shapes in (NK.Shapes(), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
+    runs = []
+    for shapes in (NK.Shapes(attn_batch=0), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         _, x = pipe.prepare(PROMPT, image)
-        runs[shapes.attn_batch] = _native_run(pipe, x, 40)
-    (want, wl), (got, gl) = runs[0], runs[batch]
-    assert got == want
-    assert all(np.abs(a - b).max() <= 2e-2 * max(1.0, np.abs(a).max()) for a, b in zip(wl[1:], gl[1:]))
+        runs.append(_native_run(pipe, x, 40))
+    (want, wl), (got, gl) = runs
+    d = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), len(want))
+    assert d > 0, "the prefill's token differs: the step kernels cannot have caused it"
+    for i in range(1, min(d + 1, len(want))):
+        tol = 2e-2 * max(1.0, np.abs(wl[i]).max())
+        assert np.abs(wl[i] - gl[i]).max() <= tol, f"step {i}"
+    if d < len(want):
+        r = wl[d]
+        margin = r[want[d]] - r[got[d]]
+        print(f"attention_cl {batch},{cluster},{clusters}: tokens differ at step {d}, chunked margin {margin:.3g}")
+        assert margin <= 2e-2 * max(1.0, np.abs(r).max()), f"step {d}: not a near tie (margin {margin:.3g})"
 
 
 def test_native_windowed_export_equals_eager():
@@ -459,8 +470,8 @@ def test_native_windowed_export_equals_eager():
     assert len(case.ids) > 12 and len(case.tokens) >= 64
     eager = decode(vlmdecode.load(found[0], "cuda", "eager"), case)
     with pytest.raises(PlanError, match="only attention_cl reads rings"):
-        vlmdecode.load(found[0], "cuda", "native")
-    pipe = vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(attn_batch=2))
+        vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(attn_batch=0))
+    pipe = vlmdecode.load(found[0], "cuda", "native")  # attention_cl: the default
     assert pipe.decoder.ring_layers == [0, 1, 2, 3, 4]
     assert decode(pipe, case) == eager
 

@@ -59,10 +59,11 @@ def test_cluster_attention_geometry():
     # the fewest clusters with one batch a sub-group at the most keys: 1072 keys / (8 blocks x 8 x 2) -> 9
     assert K.cluster_splits(1072, None, 256, 256, 2, 8) == 72 and K.cluster_splits(1072, 512, 256, 256, 8, 8) == 8
     assert K.cluster_splits(1072, None, 256, 256, 8, 8, clusters=1) == 8
-    assert K.cluster_name(256, 4, 2, 8) == "attention_cl<256,4,2,8>"
+    assert K.cluster_name(256, 4, 2, 8, 8) == "attention_cl<256,4,2,8,8>"
     sh = K.Shapes(attn_batch=4, attn_cluster=4)
-    assert K.attention_blocks(sh, 1072, 512, 256) == 16 and K.attention_blocks(K.Shapes(), 1072, 512, 256) == 32
-    for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=16), dict(batch=2, cluster=8, threads=512)):
+    assert K.attention_blocks(sh, 1072, 512, 256) == 16 and K.attention_blocks(K.Shapes(), 1072, 512, 256) == 8
+    assert K.attention_blocks(K.Shapes(attn_batch=0), 1072, 512, 256) == 32
+    for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=512)):
         with pytest.raises(K.KernelShapeError):
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
 
@@ -83,14 +84,15 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({sig});" for nv, rpw, epi in shapes[:3]]
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
     inst += [f"template __global__ void attention_pf<{d},{kw}>({att});" for d, kw in ((16, 4), (256, 4), (64, 1))]
-    cl = ((256, 4, 2, 8), (256, 4, 8, 8), (256, 4, 4, 1), (16, 2, 2, 8), (64, 4, 4, 2), (512, 2, 4, 4), (128, 3, 4, 8))
-    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c}>({att});" for d, g, kb, c in cl]
+    cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
+          (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4))
+    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});" for d, g, kb, c, nw in cl]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 24, r.stderr[-3000:]  # 11 gemv, 2 attention, 3 attention_pf, 7 attention_cl, advance
+    assert len(fns) == 25, r.stderr[-3000:]  # 11 gemv, 2 attention, 3 attention_pf, 8 attention_cl, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)

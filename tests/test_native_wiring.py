@@ -97,10 +97,8 @@ def _decoder(folder, shapes=None, sync_every=3):
     ("split-k", "unfused", "other")])
 def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
-    if variant != "default":  # attention_pf (4 key passes of 4 warps), finer split-K, another head shape
-        head_dim = preset("tiny", **CONFIGS[config]).head_dim
-        chunk = 4 * 4 * (32 // K.attention_layout(head_dim)[1])
-        shapes = K.Shapes(attn_prefetch=True, attn_chunk=chunk, slice_target=640, head=(4, 2), gate_up=(8, 4))
+    if variant != "default":  # the chunked attention kernel, finer split-K, another head shape
+        shapes = K.Shapes(attn_batch=0, attn_chunk=8, slice_target=640, head=(4, 2), gate_up=(8, 4))
     dec = _decoder(folders[config, layout], shapes, sync_every=1)  # each token read before the next step
     plan, steps = dec.plan, 12
     assert dec.kernels_per_step() == 5 * plan.num_layers + 2 and dec.counters()["kernels_per_step"] == len(dec.body) + 1
@@ -163,7 +161,7 @@ def test_windowed_ring_follows_numpy_exec(fake, folders, prompt):
     plan = ND.folder_plan(ModelFolder.load(folder))
     FakeOrt.capacities = [L.window or ModelFolder.load(folder).max_length for L in plan.layers]
     try:
-        dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2), sync_every=1)
+        dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2, attn_threads=128), sync_every=1)
     finally:
         FakeOrt.capacities = None
     assert dec.ring_layers == [i for i, L in enumerate(plan.layers) if L.window] and dec.ring_layers
@@ -192,7 +190,7 @@ def test_refusals(fake, folders, tmp_path):
             _decoder(folders["tiny", "unfused"])
         FakeOrt.capacities = [16, 16, 256]  # exactly the window: a ring, which only attention_cl reads
         with pytest.raises(PlanError, match=r"layers \[0, 1\] keep a windowed KV buffer"):
-            _decoder(folders["tiny", "unfused"])
+            _decoder(folders["tiny", "unfused"], K.Shapes(attn_batch=0))
     finally:
         FakeOrt.capacities = None
     plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))

@@ -191,7 +191,7 @@ class NativeDecoder(Decoder):
                  (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down)),
                  (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
         pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
-        cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster)} if sh.attn_batch else set()
+        cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         fns = K.compile_module(gemvs, {D}, pf, cl)
         shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=bool(pfw(wr)))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]

@@ -41,9 +41,11 @@ class Shapes:
     attn_chunk: int = ATTN_CHUNK
     attn_threads: int = ATTN_THREADS
     attn_prefetch: bool = False  # attention_pf: each warp's K/V rows in registers first (chunk = KW x warps x KPW)
-    attn_batch: int = 0  # attention_cl: keys a sub-group of lanes holds at once (0: attention / attention_pf)
-    attn_cluster: int = 8  # attention_cl: blocks a thread-block cluster
-    attn_clusters: int = 0  # attention_cl: clusters a KV head (0: `cluster_splits`)
+    # attention_cl (attn_batch > 0; 0: attention / attention_pf): keys a sub-group of lanes holds at once,
+    # blocks a thread-block cluster, clusters a KV head (0: `cluster_splits`); threads: attn_threads
+    attn_batch: int = 8
+    attn_cluster: int = 8
+    attn_clusters: int = 0
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
 
@@ -104,9 +106,9 @@ def cluster_splits(capacity: int, window: int | None, head_dim: int, threads: in
                    clusters: int = 0) -> int:
     """Blocks a KV head of attention_cl: `clusters` clusters of `cluster` blocks, or (0) the fewest with which
     every sub-group holds at most one batch of the most keys the layer can see."""
-    if cluster not in (1, 2, 4, 8) or batch not in (1, 2, 4, 8, 16):
-        raise KernelShapeError(f"attention_cl: a cluster of 1, 2, 4 or 8 blocks and a batch of 1-16 keys (a power "
-                               f"of two), got {cluster} and {batch}")
+    if cluster not in (1, 2, 4, 8, 16) or batch not in (1, 2, 4, 8, 16):
+        raise KernelShapeError(f"attention_cl: a cluster of 1, 2, 4, 8 or 16 blocks and a batch of 1-16 keys (a "
+                               f"power of two), got {cluster} and {batch}")
     if threads % 32 or not 32 <= threads <= 256:
         raise KernelShapeError(f"attention_cl: 1 to 8 warps a block, got {threads} threads")
     if clusters <= 0:
@@ -143,9 +145,10 @@ def attention_passes(head_dim: int, chunk: int, threads: int) -> int:
     return chunk // per
 
 
-def cluster_name(head_dim: int, group: int, batch: int, cluster: int) -> str:
-    """attention_cl<HD, G, KB, C>: G query heads a KV head, KB keys a batch, C blocks a cluster."""
-    return f"attention_cl<{head_dim},{group},{batch},{cluster}>"
+def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int) -> str:
+    """attention_cl<HD, G, KB, C, NW>: G query heads a KV head, KB keys a batch, C blocks a cluster, NW warps a
+    block."""
+    return f"attention_cl<{head_dim},{group},{batch},{cluster},{warps}>"
 
 
 _modules: dict = {}
@@ -153,8 +156,8 @@ _modules: dict = {}
 
 def compile_module(gemvs, head_dims, prefetch=(), clustered=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_pf<HD,KW> for every (hd, kw) in `prefetch`, attention_cl<HD,G,KB,C> for every
-    (hd, g, kb, c) in `clustered` and `advance`; cached per process and name set."""
+    every head dim, attention_pf<HD,KW> for every (hd, kw) in `prefetch`, attention_cl<HD,G,KB,C,NW> for every
+    (hd, g, kb, c, nw) in `clustered` and `advance`; cached per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
@@ -297,7 +300,9 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     ncl = splits // cluster
     if ncl > 1 and part.size < nq * ncl * (D + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * ncl * (D + 2)}")
-    fn = fns[cluster_name(D, grp, batch, cluster)]
+    fn = fns[cluster_name(D, grp, batch, cluster, threads // 32)]
+    if cluster > 8:
+        _allow_large_clusters(fn)
     units, np2 = split_units(D, threads), 1 << max(0, (grp * batch - 1).bit_length())
     shared = _need_shared(fn, 4 * (units * grp * D + grp * D + units * np2 + 3 * units * grp + 2 * grp))
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
@@ -306,6 +311,16 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     keys = cap if window is None else min(cap, window)
     nbytes = 2 * nkv * keys * D * 2 + 4 * (nq + 2 * nkv) * D + 4 * nq * D
     return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
+
+
+def _allow_large_clusters(fn) -> None:
+    """Clusters of more than 8 blocks (sm_90 allows 16) need CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED."""
+    import ctypes
+
+    rc = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(ctypes.c_void_p(int(fn.kernel.ptr)), ctypes.c_int(14),
+                                                        ctypes.c_int(1))
+    if rc:
+        raise KernelShapeError(f"attention_cl: a cluster of more than 8 blocks was refused (CUresult {rc})")
 
 
 def advance(fns, part_v, part_i, nparts: int, *, table, hidden: int, x_out, ring, n_dev, pos, t_dev,

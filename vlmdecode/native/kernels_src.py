@@ -14,9 +14,11 @@ each block recomputes from the [H] row) runs while the weights are in flight.
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)
     attention_pf<HD, KW> the same with each warp's K and V rows loaded into registers first (KW key passes)
-    attention_cl<HD, G, KB, C>  the same math with the keys over every sub-group of lanes of the grid (KB at a
-                         time in registers, the first batch before `pdl_wait`), combined in shared memory,
-                         then across a C-block cluster (distributed shared memory), then by the last block
+    attention_cl<HD, G, KB, C, NW>  the same math with the cached keys over every sub-group of lanes of the
+                         grid (KB at a time in registers, the first batch before `pdl_wait`; key t from
+                         registers), combined in shared memory, then across a C-block cluster (distributed
+                         shared memory), then (several clusters a KV head) by the last block; position p at
+                         row p % capacity, so a windowed layer's buffer of exactly its window is a ring
     advance              the token (argmax over the partials, or one sampled elsewhere) -> its embedding
                          row into the step's input, the ring of ids the host reads, the next position
 

@@ -1,13 +1,14 @@
-"""The native decode-attention kernel `attention_cl<HD, G, KB, C>`: q/k RMSNorm + rotary + KV append + the
-visible keys split over the grid's sub-groups of lanes, combined in three levels (the sub-groups of a block
-in shared memory, the C blocks of a thread-block cluster through distributed shared memory, the clusters
-of a KV head by the last block to finish).
+"""The native decode-attention kernel `attention_cl<HD, G, KB, C, NW>`: q/k RMSNorm + rotary + KV append + the
+visible keys split over the grid's sub-groups of lanes (NW warps a block), combined in three levels (the
+sub-groups of a block in shared memory, the C blocks of a thread-block cluster through distributed shared
+memory, the clusters of a KV head by the last block to finish). Position p sits at row p % capacity.
 
 Layout: a sub-group of LPK lanes holds one key row at a time (8 x VPL dims a lane, 16-byte loads), its q
 heads in registers (every warp normalises and rotates q and the new k itself: no shared memory and no
 block barrier before the scores). Sub-group `slot` of a KV head's W takes the cached keys lo + slot + W i;
-key t (the new one, never read from the cache) is the next key of sub-group (t - lo) % W. Keys go in
-batches of KB; the first batch's K/V loads are issued before `pdl_wait` (earlier positions' rows only).
+key t (the new one, never read from the cache) joins sub-group (t - lo) % W (one with the fewest) after its
+batches, from registers. Cached keys go in batches of KB; the first batch's K/V loads are issued before
+`pdl_wait` (earlier positions' rows only).
 Scores of a batch (G x KB values a lane) are summed across the sub-group by a transposing butterfly (each
 level halves the values a lane keeps: ~G x KB shuffles instead of G x KB x log2 LPK), softmax runs in the
 log2 domain with an online max per head, and p @ V accumulates in fp32 registers.
@@ -119,8 +120,8 @@ __device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB]
 }
 
 // part (ncl > 1 clusters a KV head): o [nq][ncl][HD] unnormalised, then (max log2, sum) [nq][ncl][2]
-template <int HD, int G, int KB, int C>
-__global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
+template <int HD, int G, int KB, int C, int NW>
+__global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attention_cl(
     const float* __restrict__ qkv, const int nq, const int nkv,   // qkv [(nq + 2 nkv) * HD]: q, k, v
     const float* q_norm, const float* k_norm, const float eps,     // [HD] effective, or NULL
     const float* rope_cos, const float* rope_sin,                 // [max_pos, HD / 2]
@@ -132,6 +133,7 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     constexpr int VPL = HD >= 256 ? HD / 256 : 1;  // uint4 per lane per key
     constexpr int LPK = HD / (8 * VPL);            // lanes per key (a sub-group)
     constexpr int KPW = 32 / LPK;                  // sub-groups a warp
+    constexpr int UNITS = NW * KPW;                // sub-groups a block
     constexpr int E = 8 * VPL;                     // dims a lane
     constexpr int HALF = HD / 2;
     constexpr int NP = pow2_ceil(G * KB);          // a batch's scores, padded to a power of two
@@ -139,29 +141,31 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     constexpr int D = NP < LPK ? LPK / NP : 1;     // lanes holding each
     constexpr int RK = R < KB ? R : KB;            // one head's scores in a lane's registers
     constexpr int HL = R > KB ? R / KB : 1;        // heads a lane holds
+    constexpr int NT = pow2_ceil(G);               // key t's scores (one a head), padded
+    constexpr int RT = NT > LPK ? NT / LPK : 1, DT = NT < LPK ? LPK / NT : 1;
     constexpr int Q4 = G * HD / 4;                 // float4s of a KV head's output
     constexpr int PER = (Q4 + C - 1) / C;          // of them each block of a cluster combines
     extern __shared__ float4 sm4[];
     __shared__ int last;
-    const int g = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
-    const int sub = lane / LPK, l = lane % LPK, units = nwarps * KPW, u = warp * KPW + sub;
-    float* wo = reinterpret_cast<float*>(sm4);  // [units][G][HD] each sub-group's unnormalised o
-    float* bo = wo + units * G * HD;            // [G][HD] the block's
-    float* pb = bo + G * HD;                    // [units][NP] a batch's probabilities
-    float* ab = pb + units * NP;                // [units][G] a batch's rescale of o
-    float* wm = ab + units * G;                 // [units][G] max (log2 domain)
-    float* wl = wm + units * G;                 // [units][G] sum
-    float* bm = wl + units * G;                 // [G] the block's max
+    const int g = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int sub = lane / LPK, l = lane % LPK, u = warp * KPW + sub;
+    float* wo = reinterpret_cast<float*>(sm4);  // [UNITS][G][HD] each sub-group's unnormalised o
+    float* bo = wo + UNITS * G * HD;            // [G][HD] the block's
+    float* pb = bo + G * HD;                    // [UNITS][NP] a batch's probabilities
+    float* ab = pb + UNITS * NP;                // [UNITS][G] a batch's rescale of o
+    float* mb = ab + UNITS * G;                 // [UNITS][G] running max (log2 domain)
+    float* wl = mb + UNITS * G;                 // [UNITS][G] running sum
+    float* bm = wl + UNITS * G;                 // [G] the block's max
     float* bl = bm + G;                         // [G] the block's sum
     const int t = (int)pos[0];  // positions fit in 32 bits
     const int lo = window > 0 ? max(0, t - window + 1) : 0;
-    const int nmem = t - lo;                      // cached keys lo .. t - 1
-    const int W = gridDim.x * units;              // sub-groups of this KV head
-    const int slot = blockIdx.x * units + u;
-    const int cnt = nmem > slot ? (nmem - slot + W - 1) / W : 0;
-    const bool own = slot == nmem % W;            // key t is this sub-group's key number cnt
-    const int mine = cnt + own;
-    int most = mine;
+    const int nmem = t - lo;                      // cached keys lo .. t - 1 (key t comes from qkv)
+    const int W = gridDim.x * UNITS;              // sub-groups of this KV head
+    const int slot = blockIdx.x * UNITS + u;
+    const int cnt = nmem > slot ? (nmem - slot + W - 1) / W : 0;  // its cached keys lo + slot + W n, n < cnt
+    const bool own = slot == nmem % W;            // one of the sub-groups with the fewest takes key t too
+    const bool tail = __any_sync(FULL, own);      // this warp holds it
+    int most = cnt;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) most = max(most, __shfl_xor_sync(FULL, most, o));
     const int nb = (most + KB - 1) / KB;  // warp-uniform batch count
@@ -185,13 +189,15 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
         ld8(rope_cos + (size_t)t * HALF + r, cs + 8 * v);
         ld8(rope_sin + (size_t)t * HALF + r, sn + 8 * v);
         if (q_norm != NULL) { ld8(q_norm + dd[v], qw + 8 * v); ld8(q_norm + dp[v], qwp + 8 * v); }
-        if (k_norm != NULL) { ld8(k_norm + dd[v], kw + 8 * v); ld8(k_norm + dp[v], kwp + 8 * v); }
+        if (k_norm != NULL && tail) { ld8(k_norm + dd[v], kw + 8 * v); ld8(k_norm + dp[v], kwp + 8 * v); }
     }
     pdl_wait();  // qkv is the previous kernel's output
-    // 1. q heads and k: RMSNorm (sum over the sub-group), half-split rotary with the partner dims loaded too
+    // 1. q heads (and k in the warp holding key t): RMSNorm (sum over the sub-group), half-split rotary with
+    // the partner dims loaded too
     float q[G][E], kn[E], vn[E];
 #pragma unroll
     for (int r = 0; r <= G; ++r) {
+        if (r == G && !tail) break;
         const float* s = qkv + (size_t)(r < G ? g * G + r : nq + g) * HD;
         const float* w = r < G ? q_norm : k_norm;
         float x[E], xp[E];
@@ -218,38 +224,36 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
                 else kn[i] = __half2float(__float2half_rn(y));  // as the cache holds it
             }
     }
-#pragma unroll
-    for (int v = 0; v < VPL; ++v) {
-        ld8(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) vn[8 * v + e] = __half2float(__float2half_rn(vn[8 * v + e]));
-    }
-    uint4 kt[VPL], vt[VPL];
-#pragma unroll
-    for (int v = 0; v < VPL; ++v) { kt[v] = f_to_h8(kn + 8 * v); vt[v] = f_to_h8(vn + 8 * v); }
-    if (own)  // the sub-group holding key t appends it at row t mod cap, which no block of this launch reads
+    if (tail) {
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
-            *reinterpret_cast<uint4*>(K + base + (size_t)(t % cap) * HD + dd[v]) = kt[v];
-            *reinterpret_cast<uint4*>(V + base + (size_t)(t % cap) * HD + dd[v]) = vt[v];
+            ld8(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) vn[8 * v + e] = __half2float(__float2half_rn(vn[8 * v + e]));
         }
-    // 2. batches: scores, online softmax (log2 domain), p @ V
+        if (own)  // the sub-group holding key t appends it at row t mod cap, which no block of this launch reads
+#pragma unroll
+            for (int v = 0; v < VPL; ++v) {
+                *reinterpret_cast<uint4*>(K + base + (size_t)(t % cap) * HD + dd[v]) = f_to_h8(kn + 8 * v);
+                *reinterpret_cast<uint4*>(V + base + (size_t)(t % cap) * HD + dd[v]) = f_to_h8(vn + 8 * v);
+            }
+    }
+    // 2. batches of cached keys: scores, online softmax (log2 domain, running max m of every head in every
+    // lane, sums in the lanes holding a head), p @ V into fp32 registers
     const float sc = softcap > 0.f ? scale : scale * LOG2E_F;
     const int i0 = R * (l / D);  // number of the first score this lane holds after the butterfly
-    float acc[G][E], mh[HL], lh[HL];
+    const bool writer = l % D == 0 && i0 % KB == 0;  // writes its heads' rescale, max and sum
+    float acc[G][E], m[G], lh[HL];
 #pragma unroll
-    for (int h = 0; h < G; ++h)
+    for (int h = 0; h < G; ++h) {
+        m[h] = -INF_F;
 #pragma unroll
         for (int e = 0; e < E; ++e) acc[h][e] = 0.f;
+    }
 #pragma unroll
-    for (int hh = 0; hh < HL; ++hh) { mh[hh] = -INF_F; lh[hh] = 0.f; }
+    for (int hh = 0; hh < HL; ++hh) lh[hh] = 0.f;
     for (int b = 0; b < nb; ++b) {
         if (b > 0) load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, b, cnt, HD);
-#pragma unroll
-        for (int i = 0; i < KB; ++i)
-            if (own && b * KB + i == cnt)
-#pragma unroll
-                for (int v = 0; v < VPL; ++v) { kr[i][v] = kt[v]; vr[i][v] = vt[v]; }
         float s[NP];
 #pragma unroll
         for (int i = G * KB; i < NP; ++i) s[i] = 0.f;
@@ -273,18 +277,22 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
             const int idx = i0 + r, i = idx % KB;
             float y = s[r] * sc;
             if (softcap > 0.f) y = softcap * tanhf(y / softcap) * LOG2E_F;
-            x[r] = idx < G * KB && b * KB + i < mine ? y : -INF_F;
+            x[r] = idx < G * KB && b * KB + i < cnt ? y : -INF_F;
         }
-        __syncwarp();  // the previous batch's reads of pb / ab are done
+        __syncwarp();  // the previous batch's reads of pb / ab / mb are done
 #pragma unroll
         for (int hh = 0; hh < HL; ++hh) {
-            float m = -INF_F;
+            const int h = i0 / KB + hh;
+            float mo = -INF_F;
 #pragma unroll
-            for (int r = 0; r < RK; ++r) m = fmaxf(m, x[hh * RK + r]);
+            for (int h2 = 0; h2 < G; ++h2) mo = h2 == h ? m[h2] : mo;
+            float bmx = -INF_F;
 #pragma unroll
-            for (int o = D; o < D * (KB / RK); o <<= 1) m = fmaxf(m, __shfl_xor_sync(FULL, m, o));
-            const float mn = fmaxf(mh[hh], m);
-            const float a = mn == -INF_F ? 1.f : exp2f(mh[hh] - mn);
+            for (int r = 0; r < RK; ++r) bmx = fmaxf(bmx, x[hh * RK + r]);
+#pragma unroll
+            for (int o = D; o < D * (KB / RK); o <<= 1) bmx = fmaxf(bmx, __shfl_xor_sync(FULL, bmx, o));
+            const float mn = fmaxf(mo, bmx);
+            const float a = mn == -INF_F ? 1.f : exp2f(mo - mn);
             float ps = 0.f;
 #pragma unroll
             for (int r = 0; r < RK; ++r) {
@@ -296,9 +304,7 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
 #pragma unroll
             for (int o = D; o < D * (KB / RK); o <<= 1) ps += __shfl_xor_sync(FULL, ps, o);
             lh[hh] = fmaf(lh[hh], a, ps);
-            mh[hh] = mn;
-            const int h = i0 / KB + hh;
-            if (l % D == 0 && i0 % KB == 0 && h < G) ab[u * G + h] = a;
+            if (writer && h < G) { ab[u * G + h] = a; mb[u * G + h] = mn; }
         }
         if (l % D == 0)
 #pragma unroll
@@ -316,7 +322,7 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
             for (int i = 0; i < NP; ++i) p[i] = pb[u * NP + i];
         }
 #pragma unroll
-        for (int h = 0; h < G; ++h) a[h] = ab[u * G + h];
+        for (int h = 0; h < G; ++h) { a[h] = ab[u * G + h]; m[h] = mb[u * G + h]; }
 #pragma unroll
         for (int h = 0; h < G; ++h)
 #pragma unroll
@@ -332,7 +338,45 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
                 for (int e = 0; e < E; ++e) acc[h][e] = fmaf(p[h * KB + i], vf[e], acc[h][e]);
         }
     }
-    // 3. each sub-group's partial -> shared memory; the block's partial over its sub-groups
+    // 3. key t, from registers, into the running softmax of the sub-group that owns it (its warp only)
+    if (tail) {
+        float st[NT];
+#pragma unroll
+        for (int h = 0; h < NT; ++h) {
+            float d = 0.f;
+            if (h < G)
+#pragma unroll
+                for (int e = 0; e < E; ++e) d = fmaf(kn[e], q[h][e], d);
+            st[h] = d;
+        }
+        XSum<LPK / 2, NT>::run(st, l);
+        __syncwarp();
+        if (l % DT == 0)
+#pragma unroll
+            for (int r = 0; r < RT; ++r) pb[u * NP + RT * (l / DT) + r] = st[r];
+        __syncwarp();
+        float pt[G], at[G];
+#pragma unroll
+        for (int h = 0; h < G; ++h) {
+            float y = pb[u * NP + h] * sc;
+            if (softcap > 0.f) y = softcap * tanhf(y / softcap) * LOG2E_F;
+            y = own ? y : -INF_F;
+            const float mn = fmaxf(m[h], y);
+            at[h] = mn == -INF_F ? 1.f : exp2f(m[h] - mn);
+            pt[h] = y == -INF_F ? 0.f : exp2f(y - mn);
+            m[h] = mn;
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[h][e] = fmaf(pt[h], vn[e], acc[h][e] * at[h]);
+        }
+#pragma unroll
+        for (int hh = 0; hh < HL; ++hh) {
+            const int h = i0 / KB + hh;
+#pragma unroll
+            for (int h2 = 0; h2 < G; ++h2)
+                if (h2 == h) lh[hh] = fmaf(lh[hh], at[h2], pt[h2]);
+        }
+    }
+    // 4. each sub-group's partial -> shared memory; the block's partial over its sub-groups
 #pragma unroll
     for (int h = 0; h < G; ++h)
 #pragma unroll
@@ -341,19 +385,25 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
             d[0] = make_float4(acc[h][8 * v], acc[h][8 * v + 1], acc[h][8 * v + 2], acc[h][8 * v + 3]);
             d[1] = make_float4(acc[h][8 * v + 4], acc[h][8 * v + 5], acc[h][8 * v + 6], acc[h][8 * v + 7]);
         }
+    __syncwarp();  // every lane has read mb (step 2) before it is overwritten with the final max
+    if (l == 0)
+#pragma unroll
+        for (int h = 0; h < G; ++h) mb[u * G + h] = m[h];
 #pragma unroll
     for (int hh = 0; hh < HL; ++hh) {
         const int h = i0 / KB + hh;
-        if (l % D == 0 && i0 % KB == 0 && h < G) { wm[u * G + h] = mh[hh]; wl[u * G + h] = lh[hh]; }
+        if (writer && h < G) wl[u * G + h] = lh[hh];
     }
     __syncthreads();
-    for (int e = tid; e < Q4; e += blockDim.x) {
+    for (int e = tid; e < Q4; e += NW * 32) {
         const int h = e / (HD / 4);
         float M = -INF_F, L = 0.f;
-        for (int w = 0; w < units; ++w) M = fmaxf(M, wm[w * G + h]);
+#pragma unroll
+        for (int w = 0; w < UNITS; ++w) M = fmaxf(M, mb[w * G + h]);
         float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int w = 0; w < units; ++w) {
-            const float m = wm[w * G + h], f = m == -INF_F ? 0.f : exp2f(m - M);
+#pragma unroll 8
+        for (int w = 0; w < UNITS; ++w) {
+            const float mw = mb[w * G + h], f = mw == -INF_F ? 0.f : exp2f(mw - M);
             const float4 y = reinterpret_cast<const float4*>(wo)[w * Q4 + e];
             L = fmaf(f, wl[w * G + h], L);
             o.x = fmaf(f, y.x, o.x); o.y = fmaf(f, y.y, o.y); o.z = fmaf(f, y.z, o.z); o.w = fmaf(f, y.w, o.w);
@@ -361,10 +411,10 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
         reinterpret_cast<float4*>(bo)[e] = o;
         if (e % (HD / 4) == 0) { bm[h] = M; bl[h] = L; }
     }
-    // 4. the cluster's partial: block `rank` combines float4s [rank PER, (rank + 1) PER) over the C blocks
+    // 5. the cluster's partial: block `rank` combines float4s [rank PER, (rank + 1) PER) over the C blocks
     cluster_barrier();
     const int rank = blockIdx.x % C, cl = blockIdx.x / C, ncl = gridDim.x / C;
-    for (int e = rank * PER + tid; e < min(Q4, (rank + 1) * PER); e += blockDim.x) {
+    for (int e = rank * PER + tid; e < min(Q4, (rank + 1) * PER); e += NW * 32) {
         const int h = e / (HD / 4), d4 = e % (HD / 4);
         float mc[C], lc[C];
         float4 oc[C];
@@ -401,12 +451,12 @@ __global__ void __launch_bounds__(256) __cluster_dims__(C, 1, 1) attention_cl(
     }
     cluster_barrier();  // every block's shared memory has been read: blocks may exit
     if (ncl == 1) return;
-    // 5. the last block of this KV head to finish combines the ncl cluster partials, resets the counter
+    // 6. the last block of this KV head to finish combines the ncl cluster partials, resets the counter
     if (tid == 0) last = atomicAdd(counter + g, 1) == (int)gridDim.x - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int f = tid; f < Q4; f += blockDim.x) {  // one pass, online max: 8 partials' loads in flight at once
+    for (int f = tid; f < Q4; f += NW * 32) {  // one pass, online max: 8 partials' loads in flight at once
         const int h = f / (HD / 4), d4 = f % (HD / 4);
         const size_t row0 = (size_t)(g * G + h) * ncl;
         const float2* ml = reinterpret_cast<const float2*>(part + (size_t)nq * ncl * HD) + row0;
