@@ -304,7 +304,9 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     if cluster > 8:
         _allow_large_clusters(fn)
     units, np2 = split_units(D, threads), 1 << max(0, (grp * batch - 1).bit_length())
-    shared = _need_shared(fn, 4 * (units * grp * D + grp * D + units * np2 + 3 * units * grp + 2 * grp))
+    per = -(-(grp * D // 4) // cluster)  # float4s of the output each block of a cluster combines
+    floats = units * grp * D + 4 * cluster * per + 4 * -(-cluster * grp // 2) + units * np2 + 3 * units * grp
+    shared = _need_shared(fn, 4 * floats)
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
             np.float32(softcap or 0.0), np.int32(0), ptr(part), ptr(counter), ptr(out))

@@ -22,7 +22,8 @@ CODE = r"""
 __host__ __device__ constexpr int pow2_ceil(const int n) { return n <= 1 ? 1 : 2 * pow2_ceil((n + 1) / 2); }
 
 // distributed shared memory: a shared-memory address of this block -> the same address in block `rank`
-// of the cluster; loads from it; the cluster barrier (also a barrier of this block's threads)
+// of the cluster; stores to it; the cluster barrier (also a barrier of this block's threads, and what makes
+// the stores visible)
 #ifndef __cluster_dims__
 #define __cluster_dims__(...) __attribute__((cluster_dims(__VA_ARGS__)))
 #endif
@@ -34,18 +35,22 @@ __device__ __forceinline__ unsigned dsmem(const void* p, const unsigned rank) {
     return r;
 }
 
-__device__ __forceinline__ float ld_dsmem(const unsigned a) {
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
-    return v;
+__device__ __forceinline__ void st_dsmem2(const unsigned a, const float x, const float y) {
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" :: "r"(a), "f"(x), "f"(y) : "memory");
 }
 
-__device__ __forceinline__ float4 ld_dsmem4(const unsigned a) {
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(a) : "memory");
-    return v;
+__device__ __forceinline__ void st_dsmem4(const unsigned a, const float4 v) {
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" :: "r"(a), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
 }
+
+// split barrier phase: arrive early, wait before the first access to another block's shared memory (which
+// needs every block of the cluster to have started)
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 
 __device__ __forceinline__ void cluster_barrier() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -150,13 +155,12 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     const int g = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int sub = lane / LPK, l = lane % LPK, u = warp * KPW + sub;
     float* wo = reinterpret_cast<float*>(sm4);  // [UNITS][G][HD] each sub-group's unnormalised o
-    float* bo = wo + UNITS * G * HD;            // [G][HD] the block's
-    float* pb = bo + G * HD;                    // [UNITS][NP] a batch's probabilities
+    float4* rx = reinterpret_cast<float4*>(wo + UNITS * G * HD);  // [C][PER] the cluster's blocks' o, my slice
+    float2* rxm = reinterpret_cast<float2*>(rx + C * PER);         // [C][G] their (max, sum)
+    float* pb = reinterpret_cast<float*>(rxm + (C * G + 1) / 2 * 2);  // [UNITS][NP] a batch's probabilities
     float* ab = pb + UNITS * NP;                // [UNITS][G] a batch's rescale of o
     float* mb = ab + UNITS * G;                 // [UNITS][G] running max (log2 domain)
     float* wl = mb + UNITS * G;                 // [UNITS][G] running sum
-    float* bm = wl + UNITS * G;                 // [G] the block's max
-    float* bl = bm + G;                         // [G] the block's sum
     const int t = (int)pos[0];  // positions fit in 32 bits
     const int lo = window > 0 ? max(0, t - window + 1) : 0;
     const int nmem = t - lo;                      // cached keys lo .. t - 1 (key t comes from qkv)
@@ -173,6 +177,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     const int row0 = lo % cap + slot;  // position p sits at row p mod cap (the identity while t < cap)
     const size_t lane0 = base + l * 8;
     pdl_trigger();
+    cluster_arrive_relaxed();  // this block has started (waited on before the first remote store, step 4)
     // 0. the first batch of cached keys and values (earlier positions), norm weights and rotary at t
     uint4 kr[KB][VPL], vr[KB][VPL];
     load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, 0, cnt, HD);
@@ -395,6 +400,8 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         if (writer && h < G) wl[u * G + h] = lh[hh];
     }
     __syncthreads();
+    cluster_wait();  // every block of the cluster has started: its shared memory may be written
+    const int rank = blockIdx.x % C, cl = blockIdx.x / C, ncl = gridDim.x / C;
     for (int e = tid; e < Q4; e += NW * 32) {
         const int h = e / (HD / 4);
         float M = -INF_F, L = 0.f;
@@ -408,21 +415,25 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
             L = fmaf(f, wl[w * G + h], L);
             o.x = fmaf(f, y.x, o.x); o.y = fmaf(f, y.y, o.y); o.z = fmaf(f, y.z, o.z); o.w = fmaf(f, y.w, o.w);
         }
-        reinterpret_cast<float4*>(bo)[e] = o;
-        if (e % (HD / 4) == 0) { bm[h] = M; bl[h] = L; }
+        // pushed to the block that combines float4 e, and the head's (max, sum) to every block
+        st_dsmem4(dsmem(rx + rank * PER + e % PER, e / PER), o);
+        if (e % (HD / 4) == 0)
+#pragma unroll
+            for (int c = 0; c < C; ++c) st_dsmem2(dsmem(rxm + rank * G + h, c), M, L);
     }
-    // 5. the cluster's partial: block `rank` combines float4s [rank PER, (rank + 1) PER) over the C blocks
+    // 5. the cluster's partial: block `rank` combines float4s [rank PER, (rank + 1) PER) over the C blocks,
+    // from its own shared memory (no block reads another's after the barrier: they may exit)
     cluster_barrier();
-    const int rank = blockIdx.x % C, cl = blockIdx.x / C, ncl = gridDim.x / C;
     for (int e = rank * PER + tid; e < min(Q4, (rank + 1) * PER); e += NW * 32) {
         const int h = e / (HD / 4), d4 = e % (HD / 4);
         float mc[C], lc[C];
         float4 oc[C];
 #pragma unroll
         for (int c = 0; c < C; ++c) {
-            mc[c] = ld_dsmem(dsmem(bm + h, c));
-            lc[c] = ld_dsmem(dsmem(bl + h, c));
-            oc[c] = ld_dsmem4(dsmem(reinterpret_cast<float4*>(bo) + e, c));
+            const float2 ml = rxm[c * G + h];
+            mc[c] = ml.x;
+            lc[c] = ml.y;
+            oc[c] = rx[c * PER + e - rank * PER];
         }
         float M = -INF_F, L = 0.f;
 #pragma unroll
@@ -449,9 +460,9 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
             __threadfence();
         }
     }
-    cluster_barrier();  // every block's shared memory has been read: blocks may exit
     if (ncl == 1) return;
     // 6. the last block of this KV head to finish combines the ncl cluster partials, resets the counter
+    __syncthreads();
     if (tid == 0) last = atomicAdd(counter + g, 1) == (int)gridDim.x - 1;
     __syncthreads();
     if (!last) return;
