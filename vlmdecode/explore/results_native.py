@@ -129,10 +129,10 @@ def _ort_warm(folder) -> list[dict]:
 
 def ncu_classes(root=None) -> pd.DataFrame:
     """The native step's Nsight Compute table by kernel class (launch order): kernels, µs (all, and per kernel),
-    DRAM MB read + written, the MB the launches account for (Launch.nbytes: weights, the KV rows their grid covers,
-    vectors; more than the DRAM bytes where the L2 already holds them), achieved DRAM TB/s, share of the step's kernel time and of the run's
-    copy bandwidth. attrs: copy_tb_per_s, kernel_sum_ms, body_ms (without advance), replay_ms (the captured step
-    without advance), floor_ms. Empty (attrs NaN) without the file."""
+    DRAM MB read + written, the MB the launches account for (Launch.nbytes: weights, the KV rows their grid
+    covers, vectors; more than the DRAM bytes where the L2 already holds them), achieved DRAM TB/s, share of the
+    step's kernel time and of the run's copy bandwidth. attrs: copy_tb_per_s, kernel_sum_ms, body_ms (without
+    advance), replay_ms (the captured step without advance), floor_ms. Empty (attrs NaN) without the file."""
     data = _recorded_json(results_dir(root) / NCU_FILE, NCU_FILE)
     cols = ["class", "kernels", "us", "us_each", "dram_MB", "planned_MB", "TB/s", "share", "of_copy_bw"]
     if data is None:
