@@ -209,7 +209,6 @@ def parity_gemma():
 
 
 def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5, context=CONTEXT, capacity=CAPACITY):
-    import cupy
 
     from vlmdecode import bench, costmodel
     from vlmdecode.modelfolder import ModelFolder
@@ -245,17 +244,7 @@ def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5, context=CONTE
     out["kernel_groups"] = groups
     # greedy tokens as generated: the captured step with advance, replayed back to back
     dec.prepare_timing(x)
-    g = dec.graph(True)
-    n = capacity - context - 8
-    with dec.stream:
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(n):
-            g.launch(dec.stream)
-        end.record()
-        end.synchronize()
-    dec.replayed += n
-    out["native_greedy_replay_ms_per_token"] = cupy.cuda.get_elapsed_time(start, end) / n
+    out["native_greedy_replay_ms_per_token"] = dec.replay_ms(capacity - context - 8, greedy=True)
     log({k: v for k, v in out.items() if k not in ("kernels",)})
     # the pipeline's per-token time, modes interleaved at the same capacity
     pipes = {"native": pipe}

@@ -384,6 +384,19 @@ def test_native_pdl_equals_plain_launches(folders, image):
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
 
 
+def test_native_replay_ms_body_and_greedy(folders, image):
+    from vlmdecode.decoders.base import DecoderError
+
+    pipe = vlmdecode.load(folders["fp16"], "cuda", "native", max_length=64)
+    _, x = pipe.prepare(PROMPT, image)
+    dec = pipe.decoder
+    S = dec.prepare_timing(x)
+    assert dec.replay_ms(10) > 0 and dec.replay_ms(64 - S - 2, greedy=True) > 0
+    assert dec.counters()["captured"] == 2
+    with pytest.raises(DecoderError, match="greedy replays"):
+        dec.replay_ms(64 - S, greedy=True)
+
+
 def test_native_sampling(folders, image):
     pipe = vlmdecode.load(folders["fp16"], "cuda", "native")
     greedy = pipe.generate(PROMPT, image=image, max_new_tokens=24, stop=()).tokens

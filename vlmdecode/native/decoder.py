@@ -399,11 +399,17 @@ class NativeDecoder(Decoder):
         self.stream.synchronize()
         return S
 
-    def replay_ms(self, n: int = 200) -> float:
-        """Device ms of one captured step without advance, n replays back to back (idempotent: the same
-        position is recomputed and its KV row rewritten). Call after prepare_timing."""
+    def replay_ms(self, n: int = 200, greedy: bool = False) -> float:
+        """Device ms of one captured step, n replays back to back after one warm replay. Without advance
+        (default) the replays are idempotent: the same position is recomputed and its KV row rewritten.
+        greedy: the step with advance, each replay one token further on the device (n + 1 positions must fit
+        in the KV capacity; the host position is not advanced: prepare_timing again before anything else).
+        Call after prepare_timing."""
         cp = self.cp
-        g = self.graph(False)
+        if greedy and self.kv.position + n + 1 > self.max_length:
+            raise DecoderError(f"{n + 1} greedy replays from position {self.kv.position} pass max_length "
+                               f"{self.max_length}")
+        g = self.graph(greedy)
         with self.stream:
             g.launch(self.stream)
             start, end = cp.cuda.Event(), cp.cuda.Event()
