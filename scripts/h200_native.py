@@ -209,7 +209,6 @@ def parity_gemma():
 
 
 def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5, context=CONTEXT, capacity=CAPACITY):
-
     from vlmdecode import bench, costmodel
     from vlmdecode.modelfolder import ModelFolder
     from vlmdecode.profiling import prompt_ids
