@@ -65,3 +65,28 @@ def test_rows_hold_the_positions_windowed_rows_names(tmp_path, slack, prompt_len
     for r, p in resident:
         np.testing.assert_allclose(kw[r], kf[p], atol=1e-5, err_msg=f"row {r} should hold position {p}")
         assert np.abs(kf[:total] - kw[r]).max(axis=1).argmin() == p  # and no other position
+
+
+def test_full_kv_copy_is_what_the_builder_writes(tmp_path):
+    """windowed_util.full_kv_copy (the CUDA tests' full-KV reference for the fp16 windowed export, which has no
+    full-KV twin) turns the fp32 windowed export into the builder's own windowed_kv_cache=false export: same
+    inputs/outputs and attention attributes, same tokens."""
+    import onnx
+    from windowed_util import full_kv_copy
+
+    made = full_kv_copy(WINDOWED, tmp_path / "full")
+
+    def sig(path):
+        m = onnx.load(str(path / "model.onnx"), load_external_data=False)
+        io = [(v.name, [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim])
+              for v in list(m.graph.input) + list(m.graph.output)]
+        gqa = [sorted((a.name, onnx.helper.get_attribute_value(a)) for a in n.attribute)
+               for n in m.graph.node if n.op_type == "GroupQueryAttention"]
+        return io, gqa
+
+    assert sig(made) == sig(FULL) != sig(WINDOWED)
+    assert "sliding_window" not in json.loads((made / "genai_config.json").read_text())["model"]["decoder"]
+    ids = np.array([json.loads((WINDOWED / "expected.json").read_text())["prompt"]["input_ids"]])
+    run = lambda d: vlmdecode.load(d, "cpu").generate_from_ids(ids, max_new_tokens=20, do_sample=False,  # noqa: E731
+                                                               stop=()).tokens
+    assert run(made) == run(FULL)
