@@ -32,7 +32,7 @@ from IPython.display import display
 
 from vlmdecode import plots
 from vlmdecode.devices import gpu_available
-from vlmdecode.explore import results, widget
+from vlmdecode.explore import results, results_native, widget
 from vlmdecode.ttft import ttft_table
 
 ROOT = Path(tempfile.mkdtemp())
@@ -190,6 +190,45 @@ plt.show()
 nk = results.native_kernels()
 print(f"copy bandwidth in that run: {nk.attrs['copy_tb_per_s']:.2f} TB/s")
 nk.round(3)
+
+# %% [markdown]
+# ## One step by kernel group: native vs onnxruntime, and the floor
+# One gemma3-1b fp16 fused-cuda decode step at context 1024, kernel time by group
+# (`explore.results_native.step_groups`; the source files are printed below). attention: the attention kernel
+# with what it needs (native: q/k norm, rotary, KV append and the combine in one kernel; onnxruntime: its
+# attention, rotary + KV append and sequence-length kernels); GEMV / matmul: the projections and the LM head;
+# norm: onnxruntime's norm kernels (native folds every norm into the next GEMV's prologue); other: the rest
+# (native: `advance`). The floor is the weight + KV bytes over the copy bandwidth; the black tick is the
+# replayed step (CUDA graph), where recorded. Look at how far each bar ends right of the dashed floor line.
+
+# %%
+steps = results_native.step_groups()
+print("source:", steps.attrs["source"])
+print("note:", steps.attrs["note"])
+display(steps.round(3))
+dist = pd.DataFrame({"kernel_sum_ms": steps.attrs["kernel_ms"], "replayed_step_ms": steps.attrs["step_ms"]})
+dist["kernel_sum / floor"] = dist["kernel_sum_ms"] / steps.attrs["floor_ms"]
+dist["replayed_step / floor"] = dist["replayed_step_ms"] / steps.attrs["floor_ms"]
+print(f"floor: {steps.attrs['floor_ms']:.3f} ms")
+display(dist.round(3))
+plots.plot_step_groups(steps)
+plt.show()
+
+# %% [markdown]
+# The native step kernel class by kernel class under Nsight Compute (`data/results/h200_native_ncu_gemma3-1b.json`,
+# `scripts/h200_native_ncu.py`): DRAM bytes read + written, time, achieved TB/s and its share of the copy
+# bandwidth measured in the same run, with caches and clocks as found. Kernels are serialized while profiled,
+# so the sum is the step without launch gaps or PDL overlap: compare it with the replayed step.
+
+# %%
+ncu = results_native.ncu_classes()
+if ncu.empty:
+    print("Nsight Compute table of the native step: not recorded yet (no data/results/h200_native_ncu_gemma3-1b.json)")
+else:
+    a = ncu.attrs
+    print(f"copy bandwidth {a['copy_tb_per_s']:.2f} TB/s; kernel sum {a['kernel_sum_ms']:.3f} ms "
+          f"(without advance {a['body_ms']:.3f}); replayed step {a['replay_ms']:.3f} ms; floor {a['floor_ms']:.3f} ms")
+    display(ncu.round(3))
 
 # %% [markdown]
 # ## Explorer

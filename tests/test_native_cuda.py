@@ -377,11 +377,24 @@ def test_native_pdl_equals_plain_launches(folders, image):
     runs = {}
     for pdl in (True, False):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=NK.Shapes(pdl=pdl))
-        assert pipe.decoder.counters()["pdl"] is (pdl and cupy.cuda.Device().compute_capability >= "90")
+        assert pipe.decoder.counters()["pdl"] is (pdl and int(cupy.cuda.Device().compute_capability) >= 90)
         _, x = pipe.prepare(PROMPT, image)
         runs[pdl] = _native_run(pipe, x, 40)
     assert runs[True][0] == runs[False][0]
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
+
+
+def test_native_replay_ms_body_and_greedy(folders, image):
+    from vlmdecode.decoders.base import DecoderError
+
+    pipe = vlmdecode.load(folders["fp16"], "cuda", "native", max_length=64)
+    _, x = pipe.prepare(PROMPT, image)
+    dec = pipe.decoder
+    S = dec.prepare_timing(x)
+    assert dec.replay_ms(10) > 0 and dec.replay_ms(64 - S - 2, greedy=True) > 0
+    assert dec.counters()["captured"] == 2
+    with pytest.raises(DecoderError, match="greedy replays"):
+        dec.replay_ms(64 - S, greedy=True)
 
 
 def test_native_sampling(folders, image):

@@ -33,7 +33,7 @@ class Shapes:
     scripts/native_kernel_bench.py)."""
 
     qkv: tuple = (8, 1)
-    o: tuple = (4, 1)
+    o: tuple = (8, 1)
     gate_up: tuple = (8, 2, 0)  # 13.8 us vs 16.2 with the weights in flight during the prologue (128 registers)
     down: tuple = (4, 1)
     head: tuple = (8, 2)  # grid-stride, <= 1024 blocks
@@ -150,14 +150,18 @@ class Launch:
     pdl: bool = False
     _pdl: object = field(default=None, repr=False, compare=False)
 
+    def prepare(self) -> None:
+        """Pack the PDL launch now (ctypes objects), not on the first call, which may be inside a capture."""
+        if self.pdl and self._pdl is None:
+            from .pdl import PdlLaunch
+
+            self._pdl = PdlLaunch(self.fn, self.grid, self.block, self.args, self.shared, self.name)
+
     def __call__(self) -> None:
         if not self.pdl:
             self.fn(self.grid, self.block, self.args, shared_mem=self.shared)
             return
-        if self._pdl is None:
-            from .pdl import PdlLaunch
-
-            self._pdl = PdlLaunch(self.fn, self.grid, self.block, self.args, self.shared, self.name)
+        self.prepare()
         self._pdl()
 
 
