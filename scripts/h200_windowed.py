@@ -21,9 +21,11 @@ The full-KV export of the same weights is made here from the windowed one (slidi
 full-length KV inputs; what `--extra_options windowed_kv_cache=false` writes, checked on the fp32 CPU pair
 in tests/data/exported: builder-text-fp32 vs builder-text-fp32-fullkv).
 
-Usage:  python3 scripts/h200_windowed.py [--device cuda|cpu] [--steps 64] [--only SUBSTR,...]
-        writes $OUT/h200_windowed.json (or ./h200_windowed.json). --device cpu runs the raw variants on the
-        fp32 CPU folder (a local check of the script and of the CPU kernel's layout at C == W).
+Usage:  python3 scripts/h200_windowed.py [--set cause|fix] [--device cuda|cpu] [--steps 64] [--only SUBSTR,...]
+        writes $OUT/h200_windowed.json (--set cause, the default: why graph/device diverged) or
+        $OUT/h200_windowed_fix.json (--set fix: decoders.cuda's harmless capture, raw and in the decoders).
+        --device cpu runs the raw variants on the fp32 CPU folder (a local check of the script and of the CPU
+        kernel's layout at C == W; no graphs there: gpu_graph_id is ignored).
         python3 scripts/h200_windowed.py --child SPEC_JSON   (one variant; used by the parent)
 """
 
@@ -50,28 +52,12 @@ CHILD_TIMEOUT_S = 150
 
 # ---- folders -------------------------------------------------------------------------------------------
 def fullkv_copy(src: Path, dst: Path) -> Path:
-    """The same weights with full-length KV on every layer: sliding_window_cache removed from the GQA nodes,
-    the windowed layers' past/present sequence dims renamed to the global ones, no sliding_window section."""
-    import onnx
+    """The same weights with full-length KV on every layer (tests/windowed_util.full_kv_copy: what the builder
+    writes with windowed_kv_cache=false, checked against it on the fp32 pair by tests/test_windowed_layout.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from windowed_util import full_kv_copy
 
-    shutil.copytree(src, dst)
-    m = onnx.load(str(dst / "model.onnx"), load_external_data=False)  # external data stays model.onnx.data
-    for n in m.graph.node:
-        if n.op_type == "GroupQueryAttention":
-            keep = [a for a in n.attribute if a.name != "sliding_window_cache"]
-            del n.attribute[:]
-            n.attribute.extend(keep)
-    for v in list(m.graph.input) + list(m.graph.output):
-        for d in v.type.tensor_type.shape.dim:
-            if d.dim_param == "past_sliding_length":
-                d.dim_param = "past_sequence_length"
-            elif d.dim_param == "total_sliding_length":
-                d.dim_param = "total_sequence_length"
-    onnx.save(m, str(dst / "model.onnx"))
-    cfg = json.loads((dst / "genai_config.json").read_text())
-    cfg["model"]["decoder"].pop("sliding_window", None)
-    (dst / "genai_config.json").write_text(json.dumps(cfg, indent=2))
-    return dst
+    return full_kv_copy(src, dst)
 
 
 def prompt_ids(folder: Path) -> list[int]:
@@ -173,6 +159,12 @@ def raw_run(spec: dict) -> dict:
             dumps[f"k0_s{step}"] = host(keys[0]).astype(np.float32)
             dumps[f"kg_s{step}"] = host(keys[n_layers - 1]).astype(np.float32)
 
+    if spec.get("capture_first"):  # the fix: capture the graph id at position 0 (no layer evicts), then forget it
+        mask[0, 0] = 1
+        sync()
+        os.write(2, b"@@RUN capture\n")
+        sess.run_with_iobinding(io_st, ro(spec["graph_id"]))
+        mask[...] = 0
     mask[0, :S] = 1
     sync()
     os.write(2, b"@@RUN prefill\n")
@@ -221,7 +213,8 @@ def vlm_run(spec: dict) -> dict:
     ids = np.array([prompt_ids(Path(spec["folder"]))[: spec.get("prompt_len") or None]], np.int64)
     runs = [p.generate_from_ids(ids, max_new_tokens=spec["steps"], do_sample=False, stop=()).tokens
             for _ in range(2)]  # a second generation replays the first one's graph (graph ids: decoders.cuda)
-    return {"tokens": runs[0], "second_generation": runs[1], "capacities": p.decoder.kv.capacities,
+    return {"tokens": runs[0], "second_generation": runs[1], "prompt_len": int(ids.shape[1]),
+            "capacities": p.decoder.kv.capacities,
             "counters": p.decoder.counters()}
 
 
@@ -238,8 +231,31 @@ def child(spec: dict) -> dict:
 
 
 # ---- parent -----------------------------------------------------------------------------------------------
+def fix_variants(device: str, windowed: Path, full: Path, steps: int, dumps: Path) -> dict[str, dict]:
+    """--set fix: decoders.cuda's capture on a harmless step (position 0), raw and in vlmdecode's decoders."""
+    raw = {"kind": "raw", "device": device, "steps": steps, "graph_session": False}
+    g = {**raw, "graph_session": True, "folder": str(windowed), "graph_id": 1}
+    v = {"raw:full-kv:eager": {**raw, "folder": str(full), "dump": str(dumps / "full_eager.npz")},
+         "raw:full-kv:eager:short": {**raw, "folder": str(full), "prompt_len": SHORT_PROMPT},
+         "raw:windowed:graph": g,
+         "raw:windowed:graph:capture-at-0": {**g, "capture_first": True, "log": True,
+                                             "dump": str(dumps / "win_graph.npz")},
+         "raw:windowed:graph:capture-at-0:short": {**g, "capture_first": True, "prompt_len": SHORT_PROMPT}}
+    if device != "cuda":
+        return v
+    for mode in ("eager", "graph", "device"):
+        v[f"vlm:windowed:{mode}"] = {"kind": "vlm", "folder": str(windowed), "mode": mode, "steps": steps}
+    for mode in ("graph", "device"):
+        v[f"vlm:windowed:{mode}:short"] = {"kind": "vlm", "folder": str(windowed), "mode": mode, "steps": steps,
+                                           "prompt_len": SHORT_PROMPT}
+        v[f"vlm:windowed:{mode}:graph-per-generation"] = {"kind": "vlm", "folder": str(windowed), "mode": mode,
+                                                          "steps": steps,
+                                                          "options": {"graph_per_generation": True}}
+    return v
+
+
 def variants(device: str, windowed: Path, full: Path, steps: int, dumps: Path) -> dict[str, dict]:
-    """name -> spec. The raw eager runs are the references; every other variant is compared with them."""
+    """--set cause: name -> spec. The raw eager runs are the references; every other variant is compared with them."""
     raw = {"kind": "raw", "device": device, "steps": steps, "graph_session": False}
     v = {
         "raw:full-kv:eager": {**raw, "folder": str(full), "dump": str(dumps / "full_eager.npz")},
@@ -374,6 +390,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--only", default="", help="comma-separated substrings of variant names")
     ap.add_argument("--budget", type=float, default=170.0, help="seconds; later variants are skipped past it")
+    ap.add_argument("--set", default="cause", choices=("cause", "fix"),
+                    help="cause: why graph/device diverged (the first H200 run); fix: the harmless-capture fix")
     args = ap.parse_args(argv)
     out_dir = Path(os.environ.get("OUT", "."))
     tmp = Path(tempfile.mkdtemp(prefix="h200_windowed_"))
@@ -383,7 +401,7 @@ def main(argv: list[str]) -> int:
             else fullkv_copy(src, tmp / "full-kv"))
     dumps = tmp / "dumps"
     dumps.mkdir()
-    specs = variants(args.device, windowed, full, args.steps, dumps)
+    specs = (variants if args.set == "cause" else fix_variants)(args.device, windowed, full, args.steps, dumps)
     if args.only:
         keep = args.only.split(",")
         specs = {k: v for k, v in specs.items() if any(s in k for s in keep) or k.startswith("raw:full-kv:eager")}
@@ -432,10 +450,11 @@ def main(argv: list[str]) -> int:
         print(f"{name:48s} first divergence vs full-KV eager: {s['first_divergence_vs_full_kv_eager']}"
               f"{'  ERROR' if s['error'] else ''}", flush=True)
     print(json.dumps(analysis, indent=1)[:6000], flush=True)
-    doc = {"script": "scripts/h200_windowed.py", "device": args.device, "steps": args.steps,
+    doc = {"script": "scripts/h200_windowed.py", "set": args.set, "device": args.device, "steps": args.steps,
            "git": os.environ.get("VLMDECODE_GIT_SHA"), "folder": FOLDER[args.device], "max_length": MAX_LENGTH,
            "summary": summary, "analysis": analysis, "results": results}
-    (out_dir / "h200_windowed.json").write_text(json.dumps(doc, indent=1) + "\n")
+    name = "h200_windowed.json" if args.set == "cause" else "h200_windowed_fix.json"
+    (out_dir / name).write_text(json.dumps(doc, indent=1) + "\n")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
