@@ -155,6 +155,8 @@ def test_ncu_classes(ncu_root, tmp_path):
     assert list(t.index) == ["qkv", "attn", "o", "gate_up", "down", "head", "advance"]
     assert t.loc["head", "TB/s"] == pytest.approx((604e6 + 524288) / 150e-6 / 1e12)
     assert t.loc["head", "of_copy_bw"] == pytest.approx(t.loc["head", "TB/s"] / 4.0)
+    assert t.loc["gate_up", "us_each"] == pytest.approx(14.0) and t.loc["gate_up", "planned_MB"] == pytest.approx(63.8)
+    assert t.loc["attn", "dram_MB"] == pytest.approx(2 * (1e6 + 4096) / 1e6)
     assert t.attrs["replay_ms"] == 0.38 and t.attrs["body_ms"] == pytest.approx(0.230)
     empty = R.ncu_classes(tmp_path)
     assert empty.empty and np.isnan(empty.attrs["replay_ms"])

@@ -184,7 +184,7 @@ class NativeDecoder(Decoder):
                  (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
         pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
         fns = K.compile_module(gemvs, {D}, pf)
-        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=bool(pfw(wr)))  # noqa: E731
+        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
