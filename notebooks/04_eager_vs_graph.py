@@ -199,7 +199,9 @@ nk.round(3)
 # attention, rotary + KV append and sequence-length kernels); GEMV / matmul: the projections and the LM head;
 # norm: onnxruntime's norm kernels (native folds every norm into the next GEMV's prologue); other: the rest
 # (native: `advance`). The floor is the weight + KV bytes over the copy bandwidth; the black tick is the
-# replayed step (CUDA graph), where recorded. Look at how far each bar ends right of the dashed floor line.
+# replayed step (CUDA graph), where recorded. Look at how far each bar ends right of the dashed floor line,
+# and at the segments: both decoders spend about the same time in GEMVs, which move nearly all the bytes;
+# native's lead is the norms folded away, the element-wise kernels gone and a shorter attention.
 
 # %%
 steps = results_native.step_groups()
@@ -218,7 +220,11 @@ plt.show()
 # The native step kernel class by kernel class under Nsight Compute (`data/results/h200_native_ncu_gemma3-1b.json`,
 # `scripts/h200_native_ncu.py`): DRAM bytes read + written, time, achieved TB/s and its share of the copy
 # bandwidth measured in the same run, with caches and clocks as found. Kernels are serialized while profiled,
-# so the sum is the step without launch gaps or PDL overlap: compare it with the replayed step.
+# so the sum is the step without launch gaps but also without PDL overlap (each kernel's start-up and tail are
+# paid alone): here it is longer than the replayed step. `planned_MB` is what each launch accounts for; where
+# `dram_MB` is smaller the L2 held the data (attention's KV). Look at `of_copy_bw` and `us_each`: the LM head
+# streams near the copy bandwidth, gate|up and down at about half of it, QKV and o far below; attention moves
+# almost nothing from DRAM yet takes a quarter of the step: it is latency-bound.
 
 # %%
 ncu = results_native.ncu_classes()

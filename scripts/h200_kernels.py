@@ -59,6 +59,7 @@ def run(layout: str, max_length: int | None = None) -> None:
 
 
 UNITS = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9,  # -> bytes, nanoseconds, hertz
+         "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9,  # --print-units base prints "ns"
          "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
          "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9,
          "cycle/usecond": 1e6, "cycle/msecond": 1e3}

@@ -20,23 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import h200_native as hn  # noqa: E402  (fixtures, provenance, timing helpers; nothing runs at import)
 
 
-def greedy_ms(dec, x, n):
-    import cupy
-
-    dec.prepare_timing(x)
-    g = dec.graph(True)
-    with dec.stream:
-        g.launch(dec.stream)
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(n):
-            g.launch(dec.stream)
-        end.record()
-        end.synchronize()
-    dec.replayed += n + 1
-    return cupy.cuda.get_elapsed_time(start, end) / n
-
-
 def compare(pipe, x, context, capacity, rounds=5):
     from vlmdecode import bench
     from vlmdecode.native.kernels import Shapes
@@ -53,7 +36,7 @@ def compare(pipe, x, context, capacity, rounds=5):
                                                                        "pipeline_ms": []})
             dec.prepare_timing(x)
             v["replay_ms"].append(dec.replay_ms(200))
-            v["greedy_ms"].append(greedy_ms(dec, x, capacity - context - 8))
+            v["greedy_ms"].append(dec.replay_ms(capacity - context - 8, greedy=True))
             v["pipeline_ms"].append(once()["steady"])
             if r == 0:
                 tokens[pdl] = pipe.generate_from_embeds(x, max_new_tokens=min(64, capacity - context - 1),

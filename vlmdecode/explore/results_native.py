@@ -3,7 +3,8 @@
     step_groups(root=None)     one gemma3-1b fp16 fused-cuda decode step (context 1024): kernels and GPU µs by
                                STEP_GROUPS, native vs onnxruntime; the floor, kernel sums and replayed steps in attrs
     ncu_classes(root=None)     the Nsight Compute table by native kernel class (qkv, attn, o, gate_up, down, head,
-                               advance): µs, DRAM bytes, TB/s, share of the copy bandwidth; empty without the file
+                               advance): µs, DRAM vs planned bytes, TB/s, share of the copy bandwidth; empty without
+                               the file
     step_group(decoder, name)  the STEP_GROUPS name of a native kernel class or an onnxruntime kernel name
 
 Sources, first found wins: `h200_native_ncu_gemma3-1b.json` (scripts/h200_native_ncu.py: both steps under
@@ -127,20 +128,26 @@ def _ort_warm(folder) -> list[dict]:
 
 
 def ncu_classes(root=None) -> pd.DataFrame:
-    """The native step's Nsight Compute table by kernel class: kernels, µs, DRAM MB, TB/s, share of the step's
-    kernel time and of the run's copy bandwidth. attrs: copy_tb_per_s, kernel_sum_ms, body_ms (without
+    """The native step's Nsight Compute table by kernel class (launch order): kernels, µs (all, and per kernel),
+    DRAM MB read + written, the MB the launches account for (Launch.nbytes: weights, the KV rows their grid
+    covers, vectors; more than the DRAM bytes where the L2 already holds them), achieved DRAM TB/s, share of the
+    step's kernel time and of the run's copy bandwidth. attrs: copy_tb_per_s, kernel_sum_ms, body_ms (without
     advance), replay_ms (the captured step without advance), floor_ms. Empty (attrs NaN) without the file."""
     data = _recorded_json(results_dir(root) / NCU_FILE, NCU_FILE)
-    cols = ["class", "kernels", "us", "dram_MB", "TB/s", "share", "of_copy_bw"]
+    cols = ["class", "kernels", "us", "us_each", "dram_MB", "planned_MB", "TB/s", "share", "of_copy_bw"]
     if data is None:
         t = pd.DataFrame(columns=cols)
         t.attrs.update({k: float("nan") for k in ("copy_tb_per_s", "kernel_sum_ms", "body_ms", "replay_ms",
                                                   "floor_ms")})
         return t
     bw, nat = float(data["copy_bandwidth_tb_s"]), data["native"]
-    t = pd.DataFrame([{"class": c, "kernels": g["kernels"], "us": g["us"], "dram_MB": g["dram_bytes"] / 1e6,
-                       "TB/s": g["tb_per_s"], "share": g["share"], "of_copy_bw": g["tb_per_s"] / bw}
-                      for c, g in nat["groups"].items()], columns=cols)
+    rows = pd.DataFrame([r for r in data["rows"] if r["side"] == "native"])
+    g = rows.groupby("class", sort=False).agg(kernels=("us", "size"), us=("us", "sum"), dram=("dram_bytes", "sum"),
+                                              planned=("planned_bytes", "sum")).reset_index()
+    t = pd.DataFrame({"class": g["class"], "kernels": g["kernels"], "us": g["us"], "us_each": g["us"] / g["kernels"],
+                      "dram_MB": g["dram"] / 1e6, "planned_MB": g["planned"] / 1e6,
+                      "TB/s": g["dram"] / g["us"] * 1e-6, "share": g["us"] / g["us"].sum()})
+    t["of_copy_bw"] = t["TB/s"] / bw
     t.attrs.update(copy_tb_per_s=bw, kernel_sum_ms=nat["kernel_us"] * 1e-3, body_ms=nat["body_us"] * 1e-3,
                    replay_ms=min(data["native_replay_ms"]), floor_ms=float(data["floor_ms"]))
-    return t
+    return t[cols]

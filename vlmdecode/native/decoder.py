@@ -193,7 +193,7 @@ class NativeDecoder(Decoder):
         pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         fns = K.compile_module(gemvs, {D}, pf, cl)
-        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=bool(pfw(wr)))  # noqa: E731
+        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -423,11 +423,17 @@ class NativeDecoder(Decoder):
         self.stream.synchronize()
         return S
 
-    def replay_ms(self, n: int = 200) -> float:
-        """Device ms of one captured step without advance, n replays back to back (idempotent: the same
-        position is recomputed and its KV row rewritten). Call after prepare_timing."""
+    def replay_ms(self, n: int = 200, greedy: bool = False) -> float:
+        """Device ms of one captured step, n replays back to back after one warm replay. Without advance
+        (default) the replays are idempotent: the same position is recomputed and its KV row rewritten.
+        greedy: the step with advance, each replay one token further on the device (n + 1 positions must fit
+        in the KV capacity; the host position is not advanced: prepare_timing again before anything else).
+        Call after prepare_timing."""
         cp = self.cp
-        g = self.graph(False)
+        if greedy and self.kv.position + n + 1 > self.max_length:
+            raise DecoderError(f"{n + 1} greedy replays from position {self.kv.position} pass max_length "
+                               f"{self.max_length}")
+        g = self.graph(greedy)
         with self.stream:
             g.launch(self.stream)
             start, end = cp.cuda.Event(), cp.cuda.Event()
