@@ -4,11 +4,13 @@
               writing the prompt's K/V into the SAME fixed buffers [1, kv_heads, capacity, head_dim]
               (GroupQueryAttention's layout) that the native step then reads and appends to. Why not
               native: a step kernel runs one position, so a 1024-token prompt would be 1024 steps (TTFT);
-              onnxruntime's prefill is a batched GEMM pass already.
+              onnxruntime's prefill is a batched GEMM pass already. A windowed layer whose buffer holds
+              exactly its window (onnxruntime CUDA's windowed cache) is rotated once after the prefill into
+              a ring (position p at row p % window), which the step then reads and appends to.
     step      5 kernels a layer + LM head + advance (`native.kernels`):
                 qkv      residual fold of the previous layer's down output (+ post-FFN norm) + input norm
                          in the prologue, QKV GEMV
-                attn     q/k norm + rotary + KV append + split-sequence attention + combine (last block)
+                attn     q/k norm + rotary + KV append + split-sequence attention + combine (cluster)
                 o        o GEMV
                 gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
                          gelu_tanh(g) * u in the epilogue
