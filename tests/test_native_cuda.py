@@ -297,6 +297,42 @@ def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):
     assert np.array_equal(got_K[:, others], Kc[:, others]) and np.array_equal(got_V[:, others], Vc[:, others])
 
 
+@pytest.mark.parametrize("D,nq,nkv", [(16, 4, 2), (256, 4, 1)])
+def test_attention_cl_reads_qkv_after_the_previous_kernel_under_pdl(D, nq, nkv):
+    """The step's hazard under programmatic dependent launch: a GEMV writes qkv, then attention_cl (launched with
+    PDL, as the step runs it) reads it, appends row t and attends; 12 consecutive positions with a fresh qkv
+    each. Every output = numpy on the qkv the GEMV wrote (a load of qkv scheduled before the dependency wait
+    reads the previous position's: what the first attention_cl did, caught by the decoder tests on the H200)."""
+    rng = np.random.default_rng(D)
+    H, cap, eps, scale, rows = 64, 64, 1e-6, D**-0.5, (nq + 2 * nkv) * D
+    fns = K.compile_module({(K.loads_per_lane(H), 1, K.EPI_PLAIN, 1)}, {D}, (), {(D, nq // nkv, 8, 16, 4)})
+    W = cupy.asarray(K.rows_layout((rng.standard_normal((H, rows)) * 0.3).astype(np.float16)))
+    x, qkv = cupy.zeros(H, cupy.float32), poisoned(rows)
+    qn, kn = (rng.uniform(0.5, 1.5, D).astype(np.float32) for _ in range(2))
+    ang = np.arange(cap)[:, None] * rng.uniform(0.001, 1.0, D // 2)[None]
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    Kc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
+    Vc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
+    dK, dV, pos, out = cupy.asarray(Kc[None]), cupy.asarray(Vc[None]), cupy.zeros(1, cupy.int64), poisoned(nq * D)
+    gemv = K.gemv(fns, "qkv", W, rows, H, y=qkv, src=x, warps=8, rpw=1)
+    attn = K.attention(fns, "attn", qkv, nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn), eps=eps,
+                       rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin), pos=pos, K=dK, V=dV, window=None,
+                       scale=scale, softcap=None, part=poisoned(nq * 16 * (D + 2)),
+                       counter=cupy.zeros(nkv, cupy.int32), out=out, threads=128, batch=8, cluster=16, clusters=1)
+    gemv.pdl = attn.pdl = True
+    for t in range(20, 32):
+        x.set(rng.standard_normal(H).astype(np.float32))
+        pos.fill(t)
+        gemv()
+        attn()
+        got, q = out.get(), qkv.get()
+        ref, rK, Vc = ref_attention(q, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, None, scale, None)
+        assert rel(got, ref) < 2e-3, f"position {t}"
+        assert np.array_equal(dV.get()[0][:, t], Vc[:, t])
+        Kc[:, t] = dK.get()[0][:, t]  # the row as the kernel rounded it, for the next positions
+        assert np.abs(Kc[:, t].astype(np.float64) - rK[:, t]).max() <= 2e-3 * np.abs(rK[:, t]).max()
+
+
 def test_advance_given_and_table():
     fns = _fns()
     H, V = 40, 9
@@ -435,14 +471,19 @@ def test_native_counters_and_one_capture(folders, image):
     assert all(s.h2d_bytes == 0 and s.d2h_bytes <= 4 * 8 and s.kv_bytes == 0 for s in r.steps[1:])
 
 
-def test_native_pdl_equals_plain_launches(folders, image):
+CL = dict(attn_batch=8, attn_cluster=16, attn_clusters=1, attn_threads=128)  # attention_cl, the sweep's fastest
+
+
+@pytest.mark.parametrize("attention", ["chunked", "cl"])
+def test_native_pdl_equals_plain_launches(folders, image, attention):
     """Programmatic dependent launch changes when a kernel may start, never what it computes: the captured
     step with PDL gives the same tokens and bit-identical logits as plain launches, 40 steps."""
     from vlmdecode.native import kernels as NK
 
     runs = {}
     for pdl in (True, False):
-        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=NK.Shapes(pdl=pdl))
+        shapes = NK.Shapes(pdl=pdl, **(CL if attention == "cl" else {}))
+        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         assert pipe.decoder.counters()["pdl"] is (pdl and int(cupy.cuda.Device().compute_capability) >= 90)
         _, x = pipe.prepare(PROMPT, image)
         runs[pdl] = _native_run(pipe, x, 40)
@@ -450,7 +491,7 @@ def test_native_pdl_equals_plain_launches(folders, image):
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
 
 
-@pytest.mark.parametrize("batch,cluster,clusters", [(8, 8, 0), (2, 8, 1), (4, 1, 0)])
+@pytest.mark.parametrize("batch,cluster,clusters", [(8, 16, 1), (8, 8, 0), (2, 8, 1), (4, 1, 0)])
 def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster, clusters):
     """The step with attention_cl gives the logits of the chunked kernel (attn_batch=0) within fp16 rounding
     (another summation order), 40 steps, PDL on; tokens equal up to the first step where the chunked kernel's
@@ -458,7 +499,7 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
     from vlmdecode.native import kernels as NK
 
     runs = []
-    for shapes in (NK.Shapes(attn_batch=0), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
+    for shapes in (NK.Shapes(), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         _, x = pipe.prepare(PROMPT, image)
         runs.append(_native_run(pipe, x, 40))
@@ -490,8 +531,8 @@ def test_native_windowed_export_equals_eager():
     assert len(case.ids) > 12 and len(case.tokens) >= 64
     eager = decode(vlmdecode.load(found[0], "cuda", "eager"), case)
     with pytest.raises(PlanError, match="only attention_cl reads rings"):
-        vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(attn_batch=0))
-    pipe = vlmdecode.load(found[0], "cuda", "native")  # attention_cl: the default
+        vlmdecode.load(found[0], "cuda", "native")  # the chunked kernel (default) reads rows by position
+    pipe = vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(**CL))
     assert pipe.decoder.ring_layers == [0, 1, 2, 3, 4]
     assert decode(pipe, case) == eager
 

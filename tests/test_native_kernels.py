@@ -61,8 +61,9 @@ def test_cluster_attention_geometry():
     assert K.cluster_splits(1072, None, 256, 256, 8, 8, clusters=1) == 8
     assert K.cluster_name(256, 4, 2, 8, 8) == "attention_cl<256,4,2,8,8>"
     sh = K.Shapes(attn_batch=4, attn_cluster=4)
-    assert K.attention_blocks(sh, 1072, 512, 256) == 16 and K.attention_blocks(K.Shapes(), 1072, 512, 256) == 8
-    assert K.attention_blocks(K.Shapes(attn_batch=0), 1072, 512, 256) == 32
+    assert K.attention_blocks(sh, 1072, 512, 256) == 16
+    assert K.attention_blocks(K.Shapes(attn_batch=8), 1072, 512, 256) == 8
+    assert K.attention_blocks(K.Shapes(), 1072, 512, 256) == 32
     for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=512)):
         with pytest.raises(K.KernelShapeError):
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
@@ -99,3 +100,28 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     assert len(fns) == 29, r.stderr[-3000:]  # 15 gemv, 2 attention, 3 attention_pf, 8 attention_cl, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("cuobjdump") is None, reason="no nvcc / cuobjdump")
+def test_attention_reads_nothing_through_the_read_only_path_before_the_pdl_wait(tmp_path):
+    """In the machine code, no attention kernel loads through the non-coherent read-only path (LDG.CONSTANT)
+    before its dependency wait (ACQBULK = griddepcontrol.wait): ptxas hoisted such loads of qkv, which the
+    previous kernel writes, above the wait in the first attention_cl, so under PDL it read the previous layer's."""
+    att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
+           "__half*,__half*,int,int,float,float,int,float*,int*,float*")
+    inst = [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
+    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});"
+             for d, g, kb, c, nw in ((16, 2, 8, 8, 8), (256, 4, 8, 16, 4), (256, 4, 2, 8, 8))]
+    src = tmp_path / "attn.cu"
+    src.write_text(SOURCE + "\n".join(inst) + "\n")
+    r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-o", str(tmp_path / "a.cubin"), str(src)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "a.cubin")], capture_output=True, text=True,
+                          timeout=120).stdout
+    funcs = [f for f in re.split(r"\n\s*Function : ", sass)[1:] if "attention" in f.split()[0]]
+    assert len(funcs) == 5
+    for f in funcs:
+        lines = f.splitlines()
+        wait = next(i for i, line in enumerate(lines) if "ACQBULK" in line)
+        assert not [line for line in lines[:wait] if "CONSTANT" in line], lines[0]

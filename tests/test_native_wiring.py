@@ -97,8 +97,9 @@ def _decoder(folder, shapes=None, sync_every=3):
     ("split-k", "unfused", "other")])
 def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
-    if variant != "default":  # the chunked attention kernel, finer split-K, another head shape
-        shapes = K.Shapes(attn_batch=0, attn_chunk=8, slice_target=640, head=(4, 2), gate_up=(8, 4))
+    if variant != "default":  # attention_cl, finer split-K, another head shape
+        shapes = K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_threads=128, slice_target=640,
+                          head=(4, 2), gate_up=(8, 4))
     dec = _decoder(folders[config, layout], shapes, sync_every=1)  # each token read before the next step
     plan, steps = dec.plan, 12
     assert dec.kernels_per_step() == 5 * plan.num_layers + 2 and dec.counters()["kernels_per_step"] == len(dec.body) + 1
@@ -190,7 +191,7 @@ def test_refusals(fake, folders, tmp_path):
             _decoder(folders["tiny", "unfused"])
         FakeOrt.capacities = [16, 16, 256]  # exactly the window: a ring, which only attention_cl reads
         with pytest.raises(PlanError, match=r"layers \[0, 1\] keep a windowed KV buffer"):
-            _decoder(folders["tiny", "unfused"], K.Shapes(attn_batch=0))
+            _decoder(folders["tiny", "unfused"])
     finally:
         FakeOrt.capacities = None
     plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))

@@ -43,8 +43,9 @@ class Shapes:
     attn_threads: int = ATTN_THREADS
     attn_prefetch: bool = False  # attention_pf: each warp's K/V rows in registers first (chunk = KW x warps x KPW)
     # attention_cl (attn_batch > 0; 0: attention / attention_pf): keys a sub-group of lanes holds at once,
-    # blocks a thread-block cluster, clusters a KV head (0: `cluster_splits`); threads: attn_threads
-    attn_batch: int = 8
+    # blocks a thread-block cluster, clusters a KV head (0: `cluster_splits`); threads: attn_threads. Needed for
+    # windowed KV buffers (rings); fastest in the attention sweep with (8, 16, 1) at 128 threads
+    attn_batch: int = 0
     attn_cluster: int = 8
     attn_clusters: int = 0
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail

@@ -104,6 +104,13 @@ __device__ __forceinline__ void ld8(const float* p, float* f) {
     f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w; f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
 
+// the same through L2 only (ld.global.cg): for data another kernel of the step wrote (never the
+// non-coherent read-only path, never a line an L1 may hold from before the write)
+__device__ __forceinline__ void ld8_cg(const float* p, float* f) {
+    const float4 a = __ldcg(reinterpret_cast<const float4*>(p)), b = __ldcg(reinterpret_cast<const float4*>(p) + 1);
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w; f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+}
+
 // batch b of a sub-group's cached keys into registers, zeros past cnt: key number n is position
 // lo + slot + W n, at row (r0 + slot + W n) mod cap (r0 = lo mod cap, slot + W n < cap)
 template <int KB, int VPL, int LPK>
@@ -118,8 +125,9 @@ __device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB]
         const size_t at = lane0 + (size_t)row * HD;
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
-            kr[i][v] = n < cnt ? *reinterpret_cast<const uint4*>(K + at + v * LPK * 8) : make_uint4(0u, 0u, 0u, 0u);
-            vr[i][v] = n < cnt ? *reinterpret_cast<const uint4*>(V + at + v * LPK * 8) : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            kr[i][v] = n < cnt ? __ldcg(reinterpret_cast<const uint4*>(K + at + v * LPK * 8)) : z;
+            vr[i][v] = n < cnt ? __ldcg(reinterpret_cast<const uint4*>(V + at + v * LPK * 8)) : z;
         }
     }
 }
@@ -127,7 +135,7 @@ __device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB]
 // part (ncl > 1 clusters a KV head): o [nq][ncl][HD] unnormalised, then (max log2, sum) [nq][ncl][2]
 template <int HD, int G, int KB, int C, int NW>
 __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attention_cl(
-    const float* __restrict__ qkv, const int nq, const int nkv,   // qkv [(nq + 2 nkv) * HD]: q, k, v
+    const float* qkv_in, const int nq, const int nkv,              // qkv [(nq + 2 nkv) * HD]: q, k, v
     const float* q_norm, const float* k_norm, const float eps,     // [HD] effective, or NULL
     const float* rope_cos, const float* rope_sin,                 // [max_pos, HD / 2]
     const long long* pos,                                          // [1]: this token's position t
@@ -161,7 +169,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     float* ab = pb + UNITS * NP;                // [UNITS][G] a batch's rescale of o
     float* mb = ab + UNITS * G;                 // [UNITS][G] running max (log2 domain)
     float* wl = mb + UNITS * G;                 // [UNITS][G] running sum
-    const int t = (int)pos[0];  // positions fit in 32 bits
+    const int t = (int)__ldcg(pos);  // positions fit in 32 bits
     const int lo = window > 0 ? max(0, t - window + 1) : 0;
     const int nmem = t - lo;                      // cached keys lo .. t - 1 (key t comes from qkv)
     const int W = gridDim.x * UNITS;              // sub-groups of this KV head
@@ -197,6 +205,8 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         if (k_norm != NULL && tail) { ld8(k_norm + dd[v], kw + 8 * v); ld8(k_norm + dp[v], kwp + 8 * v); }
     }
     pdl_wait();  // qkv is the previous kernel's output
+    const float* qkv;  // its address only from here on: no load of it can be scheduled above the wait
+    asm volatile("mov.b64 %0, %1;" : "=l"(qkv) : "l"(qkv_in) : "memory");
     // 1. q heads (and k in the warp holding key t): RMSNorm (sum over the sub-group), half-split rotary with
     // the partner dims loaded too
     float q[G][E], kn[E], vn[E];
@@ -207,7 +217,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         const float* w = r < G ? q_norm : k_norm;
         float x[E], xp[E];
 #pragma unroll
-        for (int v = 0; v < VPL; ++v) { ld8(s + dd[v], x + 8 * v); ld8(s + dp[v], xp + 8 * v); }
+        for (int v = 0; v < VPL; ++v) { ld8_cg(s + dd[v], x + 8 * v); ld8_cg(s + dp[v], xp + 8 * v); }
         float inv = 1.f;
         if (w != NULL) {
             float ss = 0.f;
@@ -232,7 +242,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     if (tail) {
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
-            ld8(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
+            ld8_cg(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
 #pragma unroll
             for (int e = 0; e < 8; ++e) vn[8 * v + e] = __half2float(__float2half_rn(vn[8 * v + e]));
         }
