@@ -32,7 +32,7 @@ from IPython.display import display
 
 from vlmdecode import plots
 from vlmdecode.devices import gpu_available
-from vlmdecode.explore import results, widget
+from vlmdecode.explore import results, results_native, widget
 from vlmdecode.ttft import ttft_table
 
 ROOT = Path(tempfile.mkdtemp())
@@ -190,6 +190,51 @@ plt.show()
 nk = results.native_kernels()
 print(f"copy bandwidth in that run: {nk.attrs['copy_tb_per_s']:.2f} TB/s")
 nk.round(3)
+
+# %% [markdown]
+# ## One step by kernel group: native vs onnxruntime, and the floor
+# One gemma3-1b fp16 fused-cuda decode step at context 1024, kernel time by group
+# (`explore.results_native.step_groups`; the source files are printed below). attention: the attention kernel
+# with what it needs (native: q/k norm, rotary, KV append and the combine in one kernel; onnxruntime: its
+# attention, rotary + KV append and sequence-length kernels); GEMV / matmul: the projections and the LM head;
+# norm: onnxruntime's norm kernels (native folds every norm into the next GEMV's prologue); other: the rest
+# (native: `advance`). The floor is the weight + KV bytes over the copy bandwidth; the black tick is the
+# replayed step (CUDA graph), where recorded. Look at how far each bar ends right of the dashed floor line,
+# and at the segments: both decoders spend about the same time in GEMVs, which move nearly all the bytes;
+# native's lead is the norms folded away, the element-wise kernels gone and a shorter attention.
+
+# %%
+steps = results_native.step_groups()
+print("source:", steps.attrs["source"])
+print("note:", steps.attrs["note"])
+display(steps.round(3))
+dist = pd.DataFrame({"kernel_sum_ms": steps.attrs["kernel_ms"], "replayed_step_ms": steps.attrs["step_ms"]})
+dist["kernel_sum / floor"] = dist["kernel_sum_ms"] / steps.attrs["floor_ms"]
+dist["replayed_step / floor"] = dist["replayed_step_ms"] / steps.attrs["floor_ms"]
+print(f"floor: {steps.attrs['floor_ms']:.3f} ms")
+display(dist.round(3))
+plots.plot_step_groups(steps)
+plt.show()
+
+# %% [markdown]
+# The native step kernel class by kernel class under Nsight Compute (`data/results/h200_native_ncu_gemma3-1b.json`,
+# `scripts/h200_native_ncu.py`): DRAM bytes read + written, time, achieved TB/s and its share of the copy
+# bandwidth measured in the same run, with caches and clocks as found. Kernels are serialized while profiled,
+# so the sum is the step without launch gaps but also without PDL overlap (each kernel's start-up and tail are
+# paid alone): here it is longer than the replayed step. `planned_MB` is what each launch accounts for; where
+# `dram_MB` is smaller the L2 held the data (attention's KV). Look at `of_copy_bw` and `us_each`: the LM head
+# streams near the copy bandwidth, gate|up and down at about half of it, QKV and o far below; attention moves
+# almost nothing from DRAM yet takes a quarter of the step: it is latency-bound.
+
+# %%
+ncu = results_native.ncu_classes()
+if ncu.empty:
+    print("Nsight Compute table of the native step: not recorded yet (no data/results/h200_native_ncu_gemma3-1b.json)")
+else:
+    a = ncu.attrs
+    print(f"copy bandwidth {a['copy_tb_per_s']:.2f} TB/s; kernel sum {a['kernel_sum_ms']:.3f} ms "
+          f"(without advance {a['body_ms']:.3f}); replayed step {a['replay_ms']:.3f} ms; floor {a['floor_ms']:.3f} ms")
+    display(ncu.round(3))
 
 # %% [markdown]
 # ## Explorer

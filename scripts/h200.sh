@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 run: CUDA tests, the demo, and the benchmark matrix, logs and results under $OUT.
 # Usage on the device machine (after the onnxruntime-gpu wheel is installed into /tmp/site):
-#   bash scripts/h200.sh tests|native-tests|native|host-overhead|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|ttft-1b|
+#   bash scripts/h200.sh tests|native-tests|native|native-ncu|native-proof|host-overhead|graph-memory|bench-tiny|bench-1b|bench-1b-matrix|ttft-1b|
 #        ttft-cpu|kernels-warm|profile   (REPEATS=N: bench-1b / ttft rounds)
 set -o pipefail
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 VLMDECODE_CACHE=/tmp/vlmcache
@@ -24,6 +24,12 @@ case "$1" in
     ;;
   native)  # the native decoder's checks and timings, tiny + gemma3-1b (< 8 min; $OUT/h200_native.json)
     python3 scripts/h200_native.py 2>&1 | grep -v "plugin EP"
+    ;;
+  native-ncu)  # Nsight Compute table of one native gemma3-1b step beside onnxruntime's (~1 min with the fixture cached)
+    OUT="$OUT" python3 scripts/h200_native_ncu.py 2>&1 | grep -v "plugin EP"
+    ;;
+  native-proof)  # gemma3-1b at context 4096 and device memory over 200 generations ($OUT/h200_native.json)
+    OUT="$OUT" python3 scripts/h200_native.py --parts timing_gemma3_1b_ctx4096,memory_gemma3_1b 2>&1 | grep -v "plugin EP"
     ;;
   host-overhead)  # the loop's per-token time vs the replayed step, graph and device, tiny (#13: graph <= 1.3x)
     python3 scripts/h200_host_overhead.py "$OUT/h200_host_overhead_tiny.json" 2>&1 | grep -v "plugin EP"

@@ -29,6 +29,11 @@ GROUPS = [  # first match wins
 ]
 
 
+def group(kernel_name: str) -> str:
+    """The GROUPS name of an onnxruntime kernel ("other" when no pattern matches)."""
+    return next((g for g, pat in GROUPS if re.search(pat, kernel_name, re.I)), "other")
+
+
 def run(layout: str, max_length: int | None = None) -> None:
     import cupy
     import numpy as np
@@ -53,18 +58,39 @@ def run(layout: str, max_length: int | None = None) -> None:
     cupy.cuda.profiler.stop()
 
 
+UNITS = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9,  # -> bytes, nanoseconds, hertz
+         "ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9,  # --print-units base prints "ns"
+         "nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
+         "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9,
+         "cycle/usecond": 1e6, "cycle/msecond": 1e3}
+
+
+def read_ncu_metrics(path: Path) -> list[dict]:
+    """Every kernel ncu profiled, in launch order: {"id", "name", "block", "grid", "metrics": {metric: value},
+    "units": {metric: unit as printed}}; values in bytes, ns and Hz where the unit is one of UNITS, else as
+    printed (ncu --csv, any --print-units)."""
+    lines = Path(path).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    kernels: dict = {}
+    for row in csv.DictReader(lines[start:]):
+        k = kernels.setdefault(int(row["ID"]), {"id": int(row["ID"]), "name": row["Kernel Name"],
+                                                "block": row.get("Block Size"), "grid": row.get("Grid Size"),
+                                                "metrics": {}, "units": {}})
+        value = row["Metric Value"].replace(",", "")
+        try:
+            v = float(value)
+        except ValueError:  # a metric ncu could not collect ("n/a")
+            continue
+        unit = row.get("Metric Unit", "")
+        k["metrics"][row["Metric Name"]] = v * UNITS.get(unit.lower(), 1.0)
+        k["units"][row["Metric Name"]] = unit
+    return [kernels[i] for i in sorted(kernels)]
+
+
 def read_ncu_csv(path: Path) -> list[tuple[str, float]]:
     """(kernel name, microseconds) for every kernel ncu profiled."""
-    lines = path.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
-    out = []
-    for row in csv.DictReader(lines[start:]):
-        if row.get("Metric Name") == "gpu__time_duration.sum":
-            value = float(row["Metric Value"].replace(",", ""))
-            unit = row.get("Metric Unit", "nsecond")
-            scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit, 1e-3)
-            out.append((row["Kernel Name"], value * scale))
-    return out
+    return [(k["name"], k["metrics"]["gpu__time_duration.sum"] * 1e-3) for k in read_ncu_metrics(path)
+            if "gpu__time_duration.sum" in k["metrics"]]
 
 
 def summarize(out_json: str, csvs: list[str]) -> None:
@@ -76,7 +102,7 @@ def summarize(out_json: str, csvs: list[str]) -> None:
         groups = defaultdict(lambda: {"kernels": 0, "us": 0.0})
         names = defaultdict(lambda: {"kernels": 0, "us": 0.0})
         for name, us in kernels:
-            g = next((g for g, pat in GROUPS if re.search(pat, name, re.I)), "other")
+            g = group(name)
             groups[g]["kernels"] += 1
             groups[g]["us"] += us
             short = name.split("(")[0][:80]

@@ -13,8 +13,12 @@
         run and the floor (weight + KV bytes / copy bandwidth); tiny: native vs device per token
     (d) each kernel class alone at gemma3-1b's shapes with several block shapes (weights rotated past the
         L2, graph replays); then (c) again with the fastest shapes (tokens re-checked over 64 steps)
+    (e) gemma3-1b at context 4096 (KV capacity 4144): (c)'s native / device / graph timing (#16: native <= 0.80 ms)
+    (f) gemma3-1b device memory over 200 generations with an image (CuPy pool + cudaMemGetInfo): flat
 Each part runs in try/except (its error recorded, the rest goes on). Prints a short table last.
-Usage: OUT=/tmp/out python3 scripts/h200_native.py [--skip-1b]
+Usage: OUT=/tmp/out python3 scripts/h200_native.py [--skip-1b]        (a)-(d)
+       OUT=/tmp/out python3 scripts/h200_native.py --parts timing_gemma3_1b_ctx4096,memory_gemma3_1b   (those only;
+       the names: PARTS)
 """
 
 from __future__ import annotations
@@ -132,7 +136,25 @@ def parity(pipe, x, steps, reference=None, ids=None, feats=None):
                                 "ort_margin": gap(olog[div]), "native_margin": gap(nlog[div]) if div else None,
                                 "max_err_so_far": max(errs[:div]) if div > 1 else None,
                                 "float64_margin": gap(rlog[div]) if rlog is not None else None}
+    out.update(proof(toks, nlog, olog, rlog, pick, gap, out))
     return out
+
+
+def proof(toks, nlog, olog, rlog, pick, gap, out) -> dict:
+    """#16's token criterion over every step (onnxruntime is teacher-forced, so each step compares alone):
+    native's token must equal onnxruntime's wherever the reference margin (float64's top-1 - top-2; without a
+    float64 reference, onnxruntime's own) exceeds twice the measured fp16 logit error (the larger of native's
+    and onnxruntime's max error vs float64; without it, native vs onnxruntime). Every disagreement is listed."""
+    ref = rlog if rlog is not None else olog
+    err = (max(out["max_logit_err_vs_float64"], out["ort_max_logit_err_vs_float64"]) if rlog is not None
+           else out["max_logit_err_vs_ort"])
+    margins = [gap(r) for r in ref]
+    bad = [i for i in range(len(toks)) if toks[i] != pick(olog[i])]
+    return {"fp16_error": err, "margin_from": "float64" if rlog is not None else "onnxruntime",
+            "steps_above_2x_error": sum(m > 2 * err for m in margins), "disagreements": [
+                {"step": i, "native_token": toks[i], "ort_argmax": pick(olog[i]), "reference_margin": margins[i],
+                 "native_margin": gap(nlog[i]) if i else None} for i in bad],
+            "criterion_holds": all(margins[i] <= 2 * err for i in bad)}
 
 
 @part("parity_tiny")
@@ -157,15 +179,21 @@ def parity_tiny():
 _gemma: dict = {}
 
 
-def gemma_native():
+def gemma_pipe(mode="native", capacity=CAPACITY):
+    """The gemma3-1b fp16 fused-cuda pipeline of `mode` at KV capacity `capacity`, loaded once per process."""
     import vlmdecode
 
-    if "native" not in _gemma:
-        folder = fixture("gemma3-1b", "fused-cuda")
-        log("gemma3-1b folder", folder)
-        _gemma["folder"] = folder
-        _gemma["native"] = vlmdecode.load(folder, "cuda", "native", max_length=CAPACITY)
-    return _gemma["native"]
+    if "folder" not in _gemma:
+        _gemma["folder"] = fixture("gemma3-1b", "fused-cuda")
+        log("gemma3-1b folder", _gemma["folder"])
+    key = mode if capacity == CAPACITY else (mode, capacity)
+    if key not in _gemma:
+        _gemma[key] = vlmdecode.load(_gemma["folder"], "cuda", mode, max_length=capacity)
+    return _gemma[key]
+
+
+def gemma_native():
+    return gemma_pipe("native")
 
 
 @part("parity_gemma3_1b")
@@ -180,28 +208,25 @@ def parity_gemma():
     return out
 
 
-def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5):
-    import cupy
-
-    import vlmdecode
+def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5, context=CONTEXT, capacity=CAPACITY):
     from vlmdecode import bench, costmodel
     from vlmdecode.modelfolder import ModelFolder
     from vlmdecode.profiling import prompt_ids
 
-    pipe = gemma_native()
+    pipe = gemma_pipe("native", capacity)
     dec = pipe.decoder
     if shapes is not None:
         dec.rebuild(shapes)
     out0 = {"shapes": str(dec.shapes)}
     folder = ModelFolder.load(_gemma["folder"])
     bw = bench.copy_bandwidth()
-    weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, CONTEXT)
-    out = {"context": CONTEXT, "kv_capacity": CAPACITY, "copy_bandwidth_tb_s": bw / 1e12, "weight_bytes": weight,
+    weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, context)
+    out = {"context": context, "kv_capacity": capacity, "copy_bandwidth_tb_s": bw / 1e12, "weight_bytes": weight,
            "kv_bytes": kv, "floor_ms": (weight + kv) / bw * 1e3, "kernels_per_step": dec.kernels_per_step(), **out0}
     if shapes is not None:  # the tuned shapes must give the same tokens as onnxruntime
         out["parity_64_steps"] = parity(pipe, pipe.embed(prompt_ids(256, seed=1), None), 64)
         log("tuned parity", {k: v for k, v in out["parity_64_steps"].items() if k != "first_tokens"})
-    x = pipe.embed(prompt_ids(CONTEXT), None) if folder.info.drive == "embeds" else prompt_ids(CONTEXT)
+    x = pipe.embed(prompt_ids(context), None) if folder.info.drive == "embeds" else prompt_ids(context)
     dec.prepare_timing(x)
     out["native_step_replay_ms"] = [dec.replay_ms(200) for _ in range(5)]
     ker = dec.kernel_ms(repeats=20)
@@ -218,26 +243,14 @@ def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5):
     out["kernel_groups"] = groups
     # greedy tokens as generated: the captured step with advance, replayed back to back
     dec.prepare_timing(x)
-    g = dec.graph(True)
-    n = CAPACITY - CONTEXT - 8
-    with dec.stream:
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(n):
-            g.launch(dec.stream)
-        end.record()
-        end.synchronize()
-    dec.replayed += n
-    out["native_greedy_replay_ms_per_token"] = cupy.cuda.get_elapsed_time(start, end) / n
+    out["native_greedy_replay_ms_per_token"] = dec.replay_ms(capacity - context - 8, greedy=True)
     log({k: v for k, v in out.items() if k not in ("kernels",)})
     # the pipeline's per-token time, modes interleaved at the same capacity
     pipes = {"native": pipe}
     for mode in modes:
-        if mode not in _gemma:
-            _gemma[mode] = vlmdecode.load(_gemma["folder"], "cuda", mode, max_length=CAPACITY)
-        pipes[mode] = _gemma[mode]
-    onces = {m: bench.pipeline_once(p, CONTEXT, 48, 8) for m, p in pipes.items()}
-    onces["native+lookahead"] = with_lookahead(bench.pipeline_once(pipe, CONTEXT, 48, 8), dec)
+        pipes[mode] = gemma_pipe(mode, capacity)
+    onces = {m: bench.pipeline_once(p, context, 48, 8) for m, p in pipes.items()}
+    onces["native+lookahead"] = with_lookahead(bench.pipeline_once(pipe, context, 48, 8), dec)
     per: dict = {m: [] for m in onces}
     for r in range(rounds):
         for m in (list(onces) if r % 2 == 0 else list(onces)[::-1]):
@@ -275,6 +288,60 @@ def timing_tuned():
     if "sweep_gemma3_1b_shapes" not in results:
         raise RuntimeError("no sweep results to tune from")
     return timing_gemma(tuned_shapes(results["sweep_gemma3_1b_shapes"]), modes=("device",), rounds=3)
+
+
+CONTEXT_LONG = 4096
+CAPACITY_LONG = CONTEXT_LONG + 48  # prompt + new tokens, one capacity for every mode (as h200_matrix_gemma3-1b)
+
+
+@part("timing_gemma3_1b_ctx4096")
+def timing_ctx4096():
+    """#16's context-4096 target (native <= 0.80 ms/token): native vs device vs graph per token, interleaved
+    rounds at one KV capacity, with the floor from this run's copy bandwidth."""
+    out = timing_gemma(modes=("device", "graph"), rounds=5, context=CONTEXT_LONG, capacity=CAPACITY_LONG)
+    out["target_ms"] = 0.80
+    out["native_meets_target"] = out["pipeline_ms_per_token"]["native"] <= out["target_ms"]
+    return out
+
+
+@part("memory_gemma3_1b")
+def memory_gemma(generations=200):
+    """Device memory over `generations` greedy generations of the gemma3-1b native pipeline with an image
+    (#16 proof: flat): CuPy's pool (used / held bytes) and cudaMemGetInfo's free bytes after 5 warm-up
+    generations, every 20 generations and at the end (garbage collected and the stream synchronized first)."""
+    import gc
+
+    import cupy
+
+    from vlmdecode.processor import demo_image
+
+    pipe, image = gemma_native(), demo_image(64)
+    pool = cupy.get_default_memory_pool()
+
+    def reading(n):
+        gc.collect()
+        cupy.cuda.Device().synchronize()
+        return {"generations": n, "pool_used": pool.used_bytes(), "pool_held": pool.total_bytes(),
+                "device_free": cupy.cuda.runtime.memGetInfo()[0]}
+
+    gen = lambda: pipe.generate(PROMPT, image=image, max_new_tokens=8, stop=())  # noqa: E731
+    for _ in range(5):
+        gen()
+    trace = [reading(0)]
+    for i in range(generations):
+        tokens = gen().tokens
+        if (i + 1) % 20 == 0:
+            trace.append(reading(i + 1))
+    first, last = trace[0], trace[-1]
+    out = {"generations": generations, "new_tokens": 8, "prompt": PROMPT, "image": "demo_image(64)",
+           "last_tokens": list(tokens), "trace": trace, "counters": pipe.decoder.counters(),
+           "pool_used_growth": last["pool_used"] - first["pool_used"],
+           "pool_held_growth": last["pool_held"] - first["pool_held"],
+           "device_free_drop": first["device_free"] - last["device_free"],
+           "max_device_free_drop": max(first["device_free"] - r["device_free"] for r in trace)}
+    out["flat"] = out["pool_used_growth"] <= 0 and out["max_device_free_drop"] < 2 << 20  # as the tiny CUDA test
+    log({k: v for k, v in out.items() if k != "trace"})
+    return out
 
 
 def time_graph(launches, reps=15, pdl=False):
@@ -428,6 +495,13 @@ def timing_tiny():
     return out
 
 
+def proof_line(r: dict) -> str:
+    return (f"proof: {len(r['disagreements'])} disagreements over {r['steps']} steps, all where the "
+            f"{r['margin_from']} margin <= 2 x {r['fp16_error']:.3g}: {r['criterion_holds']} "
+            f"({r['steps_above_2x_error']} steps above it); " + ", ".join(
+                f"step {d['step']} margin {d['reference_margin']:.3g}" for d in r["disagreements"][:8]))
+
+
 def table():
     print("\n==== h200_native summary ====")
     kt = results.get("kernel_tests", {})
@@ -436,12 +510,14 @@ def table():
         print(f"tiny {layout:10s} first divergence {r['first_divergence']} / {r['steps']}, err vs ort "
               f"{r['max_logit_err_vs_ort']:.2e}, vs float64 {r.get('max_logit_err_vs_float64', float('nan')):.2e}"
               f" (ort {r.get('ort_max_logit_err_vs_float64', float('nan')):.2e}) {r.get('at_divergence', '')}")
+        print(f"   {proof_line(r)}")
     r = results.get("parity_gemma3_1b")
     if r:
         print(f"gemma3-1b first divergence {r['first_divergence']} / {r['steps']}, err vs ort "
               f"{r['max_logit_err_vs_ort']:.3g} (median {r['median_logit_err_vs_ort']:.3g}) "
               f"{r.get('at_divergence', '')}")
-    for key in ("timing_gemma3_1b", "timing_gemma3_1b_tuned"):
+        print(f"   {proof_line(r)}")
+    for key in ("timing_gemma3_1b", "timing_gemma3_1b_tuned", "timing_gemma3_1b_ctx4096"):
         t = results.get(key)
         if not t:
             continue
@@ -466,6 +542,11 @@ def table():
             best = min(res, key=lambda c: res[c]["us"])
             print(f"sweep {name:8s} best {best:14s} {res[best]['us']:7.2f} us {res[best]['tb_per_s']:.2f} TB/s  ("
                   + ", ".join(f"{c} {r['us']:.1f}" for c, r in res.items()) + ")")
+    m = results.get("memory_gemma3_1b")
+    if m:
+        print(f"gemma3-1b memory over {m['generations']} generations: pool used {m['pool_used_growth']:+d} B, held "
+              f"{m['pool_held_growth']:+d} B, device free drop {m['device_free_drop']:+d} B (max "
+              f"{m['max_device_free_drop']:+d}); flat: {m['flat']}")
     if "timing_tiny" in results:
         print(f"tiny fused-cuda ctx 128 ms/token {results['timing_tiny']}")
     for name, err in results["errors"].items():
@@ -473,19 +554,42 @@ def table():
     print(f"total {time.time() - T0:.0f} s; JSON: {OUT / 'h200_native.json'}")
 
 
+PARTS = {"provenance": provenance, "kernel_tests": kernel_tests, "parity_tiny": parity_tiny, "timing_tiny": timing_tiny,
+         "parity_gemma3_1b": parity_gemma, "timing_gemma3_1b": timing_default, "sweep_gemma3_1b_shapes": sweep,
+         "timing_gemma3_1b_tuned": timing_tuned, "timing_gemma3_1b_ctx4096": timing_ctx4096,
+         "memory_gemma3_1b": memory_gemma}
+
+
+def selected_parts(argv) -> list[str] | None:
+    """The part names of `--parts a,b` (in the order given; provenance always first), or None (the default run)."""
+    if "--parts" not in argv:
+        return None
+    i = argv.index("--parts")
+    names = [n for n in (argv[i + 1] if i + 1 < len(argv) else "").split(",") if n]
+    bad = [n for n in names if n not in PARTS]
+    if not names or bad:
+        raise SystemExit(f"--parts takes a comma-separated list of {', '.join(PARTS)}; got {bad or 'nothing'}")
+    return ["provenance"] + [n for n in names if n != "provenance"]
+
+
 if __name__ == "__main__":
-    provenance()
-    kernel_tests()
-    parity_tiny()
-    timing_tiny()
-    if "--skip-1b" not in sys.argv:
-        parity_gemma()
-        timing_default()
-        sweep()
-        if time.time() - T0 < 400:
-            timing_tuned()
-        else:
-            results["errors"]["timing_gemma3_1b_tuned"] = f"skipped: {time.time() - T0:.0f} s spent (budget 8 min)"
+    only = selected_parts(sys.argv)
+    if only is not None:
+        for name in only:
+            PARTS[name]()
+    else:
+        provenance()
+        kernel_tests()
+        parity_tiny()
+        timing_tiny()
+        if "--skip-1b" not in sys.argv:
+            parity_gemma()
+            timing_default()
+            sweep()
+            if time.time() - T0 < 400:
+                timing_tuned()
+            else:
+                results["errors"]["timing_gemma3_1b_tuned"] = f"skipped: {time.time() - T0:.0f} s spent (budget 8 min)"
     results["seconds"] = time.time() - T0
     save()
     table()

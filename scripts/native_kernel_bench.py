@@ -53,7 +53,8 @@ def provenance() -> dict:
                          capture_output=True, text=True).stdout.strip()
     return {"gpu": rt.getDeviceProperties(0)["name"].decode(), "nvidia_smi": smi,
             "driver": rt.driverGetVersion(), "cuda_runtime": rt.runtimeGetVersion(), "cupy": cupy.__version__,
-            "git_sha": os.environ.get("GIT_SHA") or sha or "unknown", "command": " ".join([sys.executable] + sys.argv),
+            "git_sha": os.environ.get("VLMDECODE_GIT_SHA") or os.environ.get("GIT_SHA") or sha or "unknown",
+            "command": " ".join([sys.executable] + sys.argv),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "method": "graph replay of >= 200 launches over weight copies > 256 MB; median of 15 replays / launches"}
 

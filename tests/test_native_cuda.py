@@ -71,7 +71,7 @@ def test_gemv_plain_and_split_k(rows, k, splits, warps, rpw):
 
 
 @pytest.mark.parametrize("warps", [4, 2])  # 4: the register fold (1152 <= 12 x 128 threads); 2: the looped one
-@pytest.mark.parametrize("pf", [1, 0])
+@pytest.mark.parametrize("pf", [1, 0, 2])
 @pytest.mark.parametrize("first", [True, False])
 def test_gemv_fold_prologue(first, warps, pf):
     """r = resid + rms(sum of delta partials) * w_post (or x_in * scale), resid_out = r, y = W rms(r) * w_in."""
@@ -87,13 +87,13 @@ def test_gemv_fold_prologue(first, warps, pf):
     K.gemv(fns, "t", cupy.asarray(W), rows, H, y=y, src=None if first else cupy.asarray(resid),
            x_in=cupy.asarray(x_in), x_scale=3.0, delta=None if first else cupy.asarray(delta), delta_parts=parts,
            delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps,
-           prefetch_weights=bool(pf))()
+           prefetch_weights=pf)()
     r = x_in.astype(np.float64) * 3.0 if first else resid + rms(delta.astype(np.float64).sum(0), w_post, eps)
     assert rel(out.get(), r) < 1e-6
     assert rel(y.get(), W.astype(np.float64) @ rms(r, w_in, eps)) < 1e-5
 
 
-@pytest.mark.parametrize("warps,rpw,pf", [(4, 2, 1), (8, 4, 1), (8, 2, 0)])  # pf 0: weights after the prologue
+@pytest.mark.parametrize("warps,rpw,pf", [(4, 2, 1), (8, 4, 1), (8, 2, 0), (8, 2, 2), (4, 4, 2)])  # pf: gemv_name
 def test_gemv_gate_up_gelu(warps, rpw, pf):
     rng = np.random.default_rng(11 + rpw)
     H, I, eps = 1152, 700, 1e-6
@@ -104,22 +104,40 @@ def test_gemv_gate_up_gelu(warps, rpw, pf):
     m, out = poisoned(I), poisoned(H)
     K.gemv(fns, "t", cupy.asarray(W), I, H, epi=K.EPI_GELU, y=m, src=cupy.asarray(resid), delta=cupy.asarray(o),
            delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps, rpw=rpw,
-           prefetch_weights=bool(pf))()
+           prefetch_weights=pf)()
     r = resid + rms(o, w_post, eps)
     gu = W.astype(np.float64) @ rms(r, w_in, eps)
     assert rel(out.get(), r) < 1e-6
     assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
 
 
-def _head(V, H, W, resid, softcap=None, warps=8, rpw=4, suppress=()):
-    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_HEAD)})
+@pytest.mark.parametrize("epi,rows", [(K.EPI_PLAIN, 50001), (K.EPI_GELU, 24000)])
+def test_gemv_double_buffered_over_many_groups(epi, rows):
+    """PF 2 (the next row group in flight while this one is reduced) where every block strides over many groups."""
+    rng = np.random.default_rng(rows)
+    H = 1152
+    total = 2 * rows if epi == K.EPI_GELU else rows
+    W = (rng.standard_normal((total, H)) * 0.05).astype(np.float16)
+    x = rng.standard_normal(H).astype(np.float32)
+    fns = _fns({(K.loads_per_lane(H), 2, epi, 2)})
+    y = poisoned(rows)
+    launch = K.gemv(fns, "t", cupy.asarray(W), rows, H, epi=epi, y=y, src=cupy.asarray(x), warps=8, rpw=2,
+                    prefetch_weights=2)
+    assert launch.grid[0] * 3 < -(-rows // (8 if epi == K.EPI_GELU else 16))  # >= 3 groups a block
+    launch()
+    ref = W.astype(np.float64) @ x
+    assert rel(y.get(), gelu_tanh(ref[:rows]) * ref[rows:] if epi == K.EPI_GELU else ref) < 1e-5
+
+
+def _head(V, H, W, resid, softcap=None, warps=8, rpw=4, suppress=(), pf=1):
+    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_HEAD, pf)})
     logits = poisoned(V, np.float16)
     part_v, part_i = poisoned(K.HEAD_MAX_BLOCKS), cupy.full(K.HEAD_MAX_BLOCKS, -5, cupy.int64)
     ones = cupy.ones(H, cupy.float32)
     sup = cupy.asarray(list(suppress) + [0], cupy.int64)
     launch = K.gemv(fns, "head", cupy.asarray(W), V, H, epi=K.EPI_HEAD, src=cupy.asarray(resid), norm_w=ones,
                     logits=logits, softcap=softcap, part_v=part_v, part_i=part_i, warps=warps, rpw=rpw,
-                    suppress=sup, n_suppress=cupy.asarray([len(suppress)], cupy.int32))
+                    prefetch_weights=pf, suppress=sup, n_suppress=cupy.asarray([len(suppress)], cupy.int32))
     launch()
     nb = launch.grid[0]
     ring, n, pos, t = (cupy.zeros(1, cupy.int64) for _ in range(4))
@@ -128,14 +146,16 @@ def _head(V, H, W, resid, softcap=None, warps=8, rpw=4, suppress=()):
     return logits.get(), int(ring.get()[0])
 
 
-@pytest.mark.parametrize("V,softcap,warps,rpw", [(262144, None, 8, 4), (320, 30.0, 8, 4), (50001, 2.0, 8, 4),
-                                                  (262144, None, 4, 2), (50001, None, 8, 1)])
-def test_lm_head_logits_and_argmax(V, softcap, warps, rpw):
+@pytest.mark.parametrize("V,softcap,warps,rpw,pf", [(262144, None, 8, 4, 1), (320, 30.0, 8, 4, 1),
+                                                     (50001, 2.0, 8, 4, 1), (262144, None, 4, 2, 1),
+                                                     (50001, None, 8, 1, 1), (262144, None, 8, 2, 2),
+                                                     (50001, 2.0, 8, 1, 2)])
+def test_lm_head_logits_and_argmax(V, softcap, warps, rpw, pf):
     rng = np.random.default_rng(V + rpw)
     H = 1152 if V > 1000 else 64
     W = (rng.standard_normal((V, H)) * 0.1).astype(np.float16)
     resid = rng.standard_normal(H).astype(np.float32)
-    logits, tok = _head(V, H, W, resid, softcap, warps, rpw)
+    logits, tok = _head(V, H, W, resid, softcap, warps, rpw, pf=pf)
     ref = W.astype(np.float64) @ rms(resid, 1.0, 1e-6)
     if softcap:
         ref = softcap * np.tanh(ref / softcap)
@@ -377,11 +397,24 @@ def test_native_pdl_equals_plain_launches(folders, image):
     runs = {}
     for pdl in (True, False):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=NK.Shapes(pdl=pdl))
-        assert pipe.decoder.counters()["pdl"] is (pdl and cupy.cuda.Device().compute_capability >= "90")
+        assert pipe.decoder.counters()["pdl"] is (pdl and int(cupy.cuda.Device().compute_capability) >= 90)
         _, x = pipe.prepare(PROMPT, image)
         runs[pdl] = _native_run(pipe, x, 40)
     assert runs[True][0] == runs[False][0]
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
+
+
+def test_native_replay_ms_body_and_greedy(folders, image):
+    from vlmdecode.decoders.base import DecoderError
+
+    pipe = vlmdecode.load(folders["fp16"], "cuda", "native", max_length=64)
+    _, x = pipe.prepare(PROMPT, image)
+    dec = pipe.decoder
+    S = dec.prepare_timing(x)
+    assert dec.replay_ms(10) > 0 and dec.replay_ms(64 - S - 2, greedy=True) > 0
+    assert dec.counters()["captured"] == 2
+    with pytest.raises(DecoderError, match="greedy replays"):
+        dec.replay_ms(64 - S, greedy=True)
 
 
 def test_native_sampling(folders, image):

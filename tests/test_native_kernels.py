@@ -56,7 +56,9 @@ def test_attention_geometry():
 
 def test_kernel_names():
     assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1,1>" and K.attention_name(256) == "attention<256>"
-    assert K.gemv_name(5, 2, K.EPI_GELU, 0) == "gemv<5,2,1,0>"
+    assert K.gemv_name(5, 2, K.EPI_GELU, 0) == "gemv<5,2,1,0>" and K.gemv_name(1, 4, K.EPI_HEAD, 2) == "gemv<1,4,2,2>"
+    with pytest.raises(K.KernelShapeError, match="0, 1 or 2"):
+        K.gemv_name(5, 2, K.EPI_GELU, 3)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
@@ -68,6 +70,7 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]
     inst = [f"template __global__ void gemv<{nv},{rpw},{epi},1>({sig});" for nv, rpw, epi in shapes]
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({sig});" for nv, rpw, epi in shapes[:3]]
+    inst += [f"template __global__ void gemv<{nv},{rpw},{epi},2>({sig});" for nv, rpw, epi in shapes[:4]]
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
     inst += [f"template __global__ void attention_pf<{d},{kw}>({att});" for d, kw in ((16, 4), (256, 4), (64, 1))]
     src = tmp_path / "native.cu"
@@ -76,6 +79,6 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 17, r.stderr[-3000:]  # 11 gemv, 2 attention, 3 attention_pf, advance
+    assert len(fns) == 21, r.stderr[-3000:]  # 15 gemv, 2 attention, 3 attention_pf, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)

@@ -9,6 +9,7 @@
     plot_latency_by_mode(df)              recorded per-token latency bars by mode + floor line
     plot_recorded_cpu_latency(df)         recorded CPU ms per step vs context, one line per mode
     plot_launch_floor(df)                 replayed-graph time vs kernel count, with the fitted slope
+    plot_step_groups(df)                  one decode step's kernel time by group, native vs onnxruntime, + floor
     plot_step_times(ms)                   per-step time of one generation
     plot_ttft_phases(df)                  time to first token by phase and mode, ours beside genai's
     plot_kv_per_layer(df)                 KV bytes allocated per layer, windowed vs full (explore.exported)
@@ -281,6 +282,43 @@ def plot_launch_floor(df: pd.DataFrame, title: str = "replayed CUDA graph: time 
     ax.set_xlabel("dependent kernels in one graph")
     ax.set_ylabel("graph replay time (us)")
     ax.set_title(title)
+    return fig
+
+
+GROUP_COLORS = {"attention": "tab:red", "GEMV / matmul": "tab:blue", "norm": "tab:green", "other": "tab:gray"}
+
+
+def plot_step_groups(df: pd.DataFrame, title: str = "one decode step by kernel group (H200)"):
+    """df: explore.results_native.step_groups: one stacked horizontal bar per decoder (ms of kernel time by
+    group, each segment labelled), the floor (attrs floor_ms) as a dashed line and each decoder's replayed
+    step (attrs step_ms) as a black tick where it was recorded."""
+    fig, (ax,) = _fig((8, 2.8))
+    fig.set_layout_engine("constrained")
+    if df.empty:
+        _no_data(ax, "recorded step groups")
+        ax.set_title(title)
+        return fig
+    decoders = list(dict.fromkeys(df["decoder"]))
+    for i, dec in enumerate(decoders):
+        left = 0.0
+        for _, r in df[df["decoder"] == dec].iterrows():
+            ms = r["us"] * 1e-3
+            ax.barh(i, ms, left=left, color=GROUP_COLORS.get(r["group"], "tab:gray"), label=r["group"],
+                    edgecolor="white")
+            if r["share"] >= 0.06:
+                ax.text(left + ms / 2, i, f"{ms:.2f}", ha="center", va="center", fontsize=7, color="white")
+            left += ms
+        step = df.attrs.get("step_ms", {}).get(dec, float("nan"))
+        if np.isfinite(step):
+            ax.plot([step, step], [i - 0.42, i + 0.42], color="k", lw=2.5, label="replayed step")
+    floor = df.attrs.get("floor_ms", float("nan"))
+    if np.isfinite(floor):
+        ax.axvline(floor, color="k", ls="--", lw=1.2, label=f"floor {floor:.2f} ms")
+    ax.set_yticks(range(len(decoders)), decoders)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms of kernel time in one step")
+    ax.set_title(title)
+    _legend_outside(fig, [ax])
     return fig
 
 

@@ -27,6 +27,8 @@ fallback to onnxruntime for the step. Not here: the kernels' code (`native.kerne
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from ..buffers import allocate, host_array
@@ -182,7 +184,7 @@ class NativeDecoder(Decoder):
                  (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
         pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
         fns = K.compile_module(gemvs, {D}, pf)
-        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=bool(pfw(wr)))  # noqa: E731
+        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -220,6 +222,7 @@ class NativeDecoder(Decoder):
         self.pdl = bool(sh.pdl) and pdl_supported()
         for launch in self.body + [self.advance_greedy, self.advance_given, self.advance_prefill]:
             launch.pdl = self.pdl
+            launch.prepare()
 
     # ---- counters and generation lifetime ----------------------------------------------------------
     def kernels_per_step(self, greedy: bool = True) -> int:
@@ -244,12 +247,20 @@ class NativeDecoder(Decoder):
     def graph(self, greedy: bool):
         """The captured step (with advance when greedy), captured on first use."""
         if greedy not in self._graphs:
-            with self.stream:
-                self.stream.begin_capture()
-                try:
-                    self.enqueue_step(greedy)
-                finally:
-                    g = self.stream.end_capture()
+            # no garbage collection while capturing: a collected onnxruntime session (an earlier pipeline's)
+            # frees device memory, which is illegal during a capture and invalidates it
+            collect = gc.isenabled()
+            gc.disable()
+            try:
+                with self.stream:
+                    self.stream.begin_capture()
+                    try:
+                        self.enqueue_step(greedy)
+                    finally:
+                        g = self.stream.end_capture()
+            finally:
+                if collect:
+                    gc.enable()
             self._graphs[greedy] = g
             self.captured += 1
         return self._graphs[greedy]
@@ -388,11 +399,17 @@ class NativeDecoder(Decoder):
         self.stream.synchronize()
         return S
 
-    def replay_ms(self, n: int = 200) -> float:
-        """Device ms of one captured step without advance, n replays back to back (idempotent: the same
-        position is recomputed and its KV row rewritten). Call after prepare_timing."""
+    def replay_ms(self, n: int = 200, greedy: bool = False) -> float:
+        """Device ms of one captured step, n replays back to back after one warm replay. Without advance
+        (default) the replays are idempotent: the same position is recomputed and its KV row rewritten.
+        greedy: the step with advance, each replay one token further on the device (n + 1 positions must fit
+        in the KV capacity; the host position is not advanced: prepare_timing again before anything else).
+        Call after prepare_timing."""
         cp = self.cp
-        g = self.graph(False)
+        if greedy and self.kv.position + n + 1 > self.max_length:
+            raise DecoderError(f"{n + 1} greedy replays from position {self.kv.position} pass max_length "
+                               f"{self.max_length}")
+        g = self.graph(greedy)
         with self.stream:
             g.launch(self.stream)
             start, end = cp.cuda.Event(), cp.cuda.Event()

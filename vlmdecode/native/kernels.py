@@ -27,13 +27,14 @@ NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 el
 @dataclass(frozen=True)
 class Shapes:
     """Block shapes of a decode step's kernels: (warps per block, rows per warp[, PF]) of each GEMV (GELU: rows
-    come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers), the
+    come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers; 2: double
+    buffered, `gemv_name`), the
     split-K slice target of the down projection, and the attention's keys per block and threads. Defaults:
     the fastest measured at gemma3-1b's shapes on the H200 (data/results/h200_native_kernels.json, from
     scripts/native_kernel_bench.py)."""
 
     qkv: tuple = (8, 1)
-    o: tuple = (4, 1)
+    o: tuple = (8, 1)
     gate_up: tuple = (8, 2, 0)  # 13.8 us vs 16.2 with the weights in flight during the prologue (128 registers)
     down: tuple = (4, 1)
     head: tuple = (8, 2)  # grid-stride, <= 1024 blocks
@@ -93,7 +94,10 @@ def attention_splits(capacity: int, window: int | None, chunk: int = ATTN_CHUNK)
 
 
 def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
-    """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed."""
+    """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed; PF 2: that,
+    and each next row group's weights are loaded while the current one is reduced (two register buffers)."""
+    if int(pf) not in (0, 1, 2):
+        raise KernelShapeError(f"GEMV weight prefetch must be 0, 1 or 2, got {pf}")
     return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
 
 
@@ -150,14 +154,18 @@ class Launch:
     pdl: bool = False
     _pdl: object = field(default=None, repr=False, compare=False)
 
+    def prepare(self) -> None:
+        """Pack the PDL launch now (ctypes objects), not on the first call, which may be inside a capture."""
+        if self.pdl and self._pdl is None:
+            from .pdl import PdlLaunch
+
+            self._pdl = PdlLaunch(self.fn, self.grid, self.block, self.args, self.shared, self.name)
+
     def __call__(self) -> None:
         if not self.pdl:
             self.fn(self.grid, self.block, self.args, shared_mem=self.shared)
             return
-        if self._pdl is None:
-            from .pdl import PdlLaunch
-
-            self._pdl = PdlLaunch(self.fn, self.grid, self.block, self.args, self.shared, self.name)
+        self.prepare()
         self._pdl()
 
 
@@ -188,14 +196,14 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
          part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2,
-         resident_grid: bool = True, prefetch_weights: bool = True) -> Launch:
+         resident_grid: bool = True, prefetch_weights: int = 1) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
     LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
     at run time, so a captured graph follows new ids), or None.
     warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>. resident_grid: at most the
     blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group.
-    prefetch_weights: gemv<..., 1> (weights in flight during the prologue) or gemv<..., 0>."""
+    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -207,7 +215,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
         raise KernelShapeError(f"{name}: 1 to 8 warps per block (the kernel's launch bound), got {warps}")
     if epi == EPI_GELU and rpw % 2:
         raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
-    fn = fns[gemv_name(nv, rpw, epi, prefetch_weights)]
+    fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
     shared = _need_shared(fn, 4 * k_len)

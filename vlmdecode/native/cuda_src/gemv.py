@@ -71,9 +71,16 @@ __global__ void __launch_bounds__(256) gemv(
     bool bad = false;
     const int ns = (EPI == EPI_HEAD && n_suppress != NULL) ? n_suppress[0] : 0;
     for (; g < n_groups; g += gridDim.x) {
-        if (!PF || g != (int)blockIdx.x) {  // PF 0: fewer live registers in the prologue, more blocks an SM
+        if (PF == 0 || (PF == 1 && g != (int)blockIdx.x)) {  // PF 0: fewer live registers in the prologue
             warp_rows<RPW, EPI>(row, g, n_rows);
             load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);
+        }
+        // PF 2: the next group's rows are in flight while this group's are reduced (double-buffered)
+        int row_next[RPW];
+        uint4 w_next[RPW][NV];
+        if (PF == 2 && g + (int)gridDim.x < n_groups) {
+            warp_rows<RPW, EPI>(row_next, g + gridDim.x, n_rows);
+            load_rows<NV, RPW>(w_next, W, row_next, row_end, ld, k0, k_len);
         }
         float acc[RPW];
 #pragma unroll
@@ -107,6 +114,14 @@ __global__ void __launch_bounds__(256) gemv(
                 const float xv = __half2float(h);  // pick on the stored logit, as device mode does
                 if (!skip && (xv != xv || xv == INF_F)) bad = true;
                 if (!skip && (xv > bv || bi == NO_INDEX)) { bv = xv; bi = r; }  // rows ascend within a warp
+            }
+        }
+        if (PF == 2 && g + (int)gridDim.x < n_groups) {
+#pragma unroll
+            for (int i = 0; i < RPW; ++i) {
+                row[i] = row_next[i];
+#pragma unroll
+                for (int j = 0; j < NV; ++j) w[i][j] = w_next[i][j];
             }
         }
     }

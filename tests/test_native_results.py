@@ -1,0 +1,202 @@
+"""explore.results_native (native vs onnxruntime step by kernel group) and plots.plot_step_groups, and what
+scripts/h200_native_ncu.py writes: its summary of an ncu CSV is read back by the reader."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from vlmdecode import plots as P
+from vlmdecode.explore import results_native as R
+from vlmdecode.explore.results import results_dir
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+HEADER = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
+          "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value"]
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def ncu_script():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec = importlib.util.spec_from_file_location("h200_native_ncu", SCRIPTS / "h200_native_ncu.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def write_ncu_csv(path: Path, kernels: list[tuple[str, float, float, float]]) -> None:
+    """An ncu --csv log: (kernel name, time, DRAM read, DRAM write) per kernel, mixed units as ncu prints them."""
+    with open(path, "w", newline="") as f:
+        f.write("==PROF== Connected to process 1 (python3)\n")
+        w = csv.writer(f, quoting=csv.QUOTE_ALL)
+        w.writerow(HEADER)
+        for i, (name, us, rd, wr) in enumerate(kernels):
+            for metric, unit, value in (("gpu__time_duration.sum", "usecond", f"{us:,.3f}"),
+                                        ("dram__bytes_read.sum", "Mbyte", f"{rd / 1e6:.6f}"),
+                                        ("dram__bytes_write.sum", "byte", f"{wr:,.0f}"),
+                                        ("gpc__cycles_elapsed.avg.per_second", "Ghz", "1.98"),
+                                        ("lts__t_bytes.sum", "byte", "n/a")):
+                w.writerow([i, 1, "python3", "h", name, 1, 7, "(256, 1, 1)", "(132, 1, 1)", 0, "9.0", "", metric,
+                            unit, value])
+
+
+def native_step(layers: int = 2):
+    """ncu kernels + launches of a native step of `layers` layers (times and bytes chosen per class)."""
+    per = {"qkv": ("void gemv<5, 1, 0, 1>", 6.0, 3.5e6), "attn": ("void attention<256>", 10.0, 1.0e6),
+           "o": ("void gemv<4, 1, 0, 1>", 3.0, 2.4e6), "gate_up": ("void gemv<5, 2, 1, 0>", 14.0, 31.9e6),
+           "down": ("void gemv<4, 1, 0, 1>", 7.0, 15.9e6)}
+    kernels, launches = [], []
+    for layer in range(layers):
+        for cls, (name, us, nbytes) in per.items():
+            kernels.append((f"{name}(const __half *, int)", us, nbytes, 4096.0))
+            launches.append({"launch": f"L{layer}.{cls}", "grid": [132, 1, 1], "block": [256, 1, 1],
+                             "planned_bytes": int(nbytes)})
+    kernels += [("void gemv<5, 2, 2, 1>(const __half *)", 150.0, 604e6, 524288.0), ("advance", 2.0, 3000.0, 2304.0)]
+    launches += [{"launch": "head", "grid": [1024, 1, 1], "block": [256, 1, 1], "planned_bytes": 604_000_000},
+                 {"launch": "advance", "grid": [1, 1, 1], "block": [1024, 1, 1], "planned_bytes": 14592}]
+    return kernels, launches
+
+
+ORT = [("nvjet_sm90_hsh_64x8_64x16_4x1_v_bz_NNT", 10.0, 4e6, 1e4), ("H256::kernel_mha", 17.0, 1e6, 1e4),
+       ("void contrib::UnpackRoPEAppend<__half, __half, 16, 256>", 4.0, 1e5, 1e5),
+       ("void onnxruntime::cuApplyLayerNorm<__half, float, __half, 1>", 3.0, 1e4, 1e4),
+       ("void onnxruntime::FastGeluKernel2<256>", 2.0, 1e5, 1e5)]
+
+
+@pytest.fixture
+def ncu_root(tmp_path, ncu_script):
+    """A results folder holding what scripts/h200_native_ncu.py writes for a synthetic run."""
+    kernels, launches = native_step()
+    write_ncu_csv(tmp_path / "native.csv", kernels)
+    write_ncu_csv(tmp_path / "ort.csv", ORT)
+    info = {"native_replay_ms": [0.40, 0.38, 0.39], "ort_graph_step_ms": [0.07, 0.06], "kernels_per_step": 13,
+            "pdl": True, "shapes": "Shapes()", "launches": launches, "copy_bandwidth_tb_s": 4.0, "weight_bytes": 1e9,
+            "kv_bytes": 1e6, "floor_ms": 0.25}
+    result = ncu_script.summarize(info, tmp_path / "native.csv", tmp_path / "ort.csv", None)
+    ncu_script.write(result, tmp_path / "out")
+    return tmp_path / "out"
+
+
+def test_step_group_names_native_classes_and_ort_kernels():
+    assert [R.step_group("native", c) for c in ("attn", "qkv", "down", "head", "advance")] == [
+        "attention", "GEMV / matmul", "GEMV / matmul", "GEMV / matmul", "other"]
+    assert [R.step_group("onnxruntime", n) for n, *_ in ORT] == [
+        "GEMV / matmul", "attention", "attention", "norm", "other"]
+    assert R.step_group("onnxruntime", "void cublasLt::splitKreduce_kernel<32, 16>") == "GEMV / matmul"
+
+
+def test_ncu_script_summary_per_kernel_and_class(ncu_root, ncu_script):
+    data = json.loads((ncu_root / f"{ncu_script.NAME}.json").read_text())
+    nat = [r for r in data["rows"] if r["side"] == "native"]
+    assert [r["launch"] for r in nat[:5]] == ["L0.qkv", "L0.attn", "L0.o", "L0.gate_up", "L0.down"]
+    qkv = nat[0]
+    assert qkv["us"] == pytest.approx(6.0) and qkv["dram_bytes"] == pytest.approx(3.5e6 + 4096)
+    assert qkv["tb_per_s"] == pytest.approx((3.5e6 + 4096) / 6e-6 / 1e12) and qkv["sm_mhz"] == pytest.approx(1980)
+    assert qkv["l2_bytes"] is None and qkv["dram_mhz"] is None  # "n/a" / not in the CSV: never a stand-in
+    g = data["native"]["groups"]
+    assert g["gate_up"]["kernels"] == 2 and g["gate_up"]["us"] == pytest.approx(28.0)
+    assert data["native"]["body_us"] == pytest.approx(data["native"]["kernel_us"] - 2.0)  # advance left out
+    assert data["native"]["kernel_sum_over_replay"] == pytest.approx(data["native"]["kernel_us"] * 1e-3 / 0.38)
+    assert data["onnxruntime"]["groups"]["matmul"]["kernels"] == 1  # scripts/h200_kernels.GROUPS
+    with open(ncu_root / f"{ncu_script.NAME}.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(data["rows"]) == 12 + len(ORT)
+
+
+def test_ncu_script_refuses_a_profile_that_is_not_the_step(tmp_path, ncu_script):
+    kernels, launches = native_step()
+    write_ncu_csv(tmp_path / "short.csv", kernels[:-1])
+    read = ncu_script.h200_kernels.read_ncu_metrics
+    with pytest.raises(RuntimeError, match="profiled 11 kernels; the native step launches 12"):
+        ncu_script.native_rows(read(tmp_path / "short.csv"), launches)
+    swapped = kernels[:1] + [kernels[2], kernels[1]] + kernels[3:]
+    write_ncu_csv(tmp_path / "swapped.csv", swapped)
+    with pytest.raises(RuntimeError, match="kernel 1: ncu saw 'void gemv<4, 1, 0, 1>.*L0.attn"):
+        ncu_script.native_rows(read(tmp_path / "swapped.csv"), launches)
+
+
+def test_step_groups_from_the_ncu_file(ncu_root):
+    t = R.step_groups(ncu_root)
+    assert t.attrs["source"] == R.NCU_FILE
+    nat = t[t["decoder"] == "native"].set_index("group")
+    assert list(nat.index) == ["attention", "GEMV / matmul", "other"]  # in STEP_GROUPS order; no norm kernel
+    assert nat.loc["attention", "kernels"] == 2 and nat.loc["attention", "us"] == pytest.approx(20.0)
+    assert nat.loc["GEMV / matmul", "kernels"] == 9 and nat.loc["GEMV / matmul", "us"] == pytest.approx(210.0)
+    assert np.isclose(t.groupby("decoder")["share"].sum(), 1).all()
+    ort = t[t["decoder"] == "onnxruntime"].set_index("group")
+    assert ort.loc["attention", "kernels"] == 2 and ort.loc["attention", "us"] == pytest.approx(21.0)
+    assert ort.loc["attention", "dram_MB"] == pytest.approx((1e6 + 1e4 + 1e5 + 1e5) / 1e6)
+    assert t.attrs["floor_ms"] == 0.25 and t.attrs["step_ms"] == {"native": 0.38, "onnxruntime": 0.06}
+    assert t.attrs["kernel_ms"]["native"] == pytest.approx(0.232)
+
+
+def test_ncu_classes(ncu_root, tmp_path):
+    t = R.ncu_classes(ncu_root).set_index("class")
+    assert list(t.index) == ["qkv", "attn", "o", "gate_up", "down", "head", "advance"]
+    assert t.loc["head", "TB/s"] == pytest.approx((604e6 + 524288) / 150e-6 / 1e12)
+    assert t.loc["head", "of_copy_bw"] == pytest.approx(t.loc["head", "TB/s"] / 4.0)
+    assert t.loc["gate_up", "us_each"] == pytest.approx(14.0) and t.loc["gate_up", "planned_MB"] == pytest.approx(63.8)
+    assert t.loc["attn", "dram_MB"] == pytest.approx(2 * (1e6 + 4096) / 1e6)
+    assert t.attrs["replay_ms"] == 0.38 and t.attrs["body_ms"] == pytest.approx(0.230)
+    empty = R.ncu_classes(tmp_path)
+    assert empty.empty and np.isnan(empty.attrs["replay_ms"])
+
+
+def test_step_groups_from_the_earlier_files(tmp_path):
+    """Without the ncu file: native composed from each class alone x its count, onnxruntime's itemised kernels."""
+    for name in ("h200_native_kernels.json", "h200_kernels_warm.json", "h200_step_cap1088.json",
+                 "h200_native_bench_gemma3-1b.csv"):
+        shutil.copy(results_dir() / name, tmp_path / name)
+    t = R.step_groups(tmp_path)
+    assert R.NCU_FILE not in t.attrs["source"] and np.isnan(t.attrs["step_ms"]["native"])
+    nat = t[t["decoder"] == "native"].set_index("group")
+    alone = json.loads((tmp_path / "h200_native_kernels.json").read_text())["kernels"]
+    assert nat.loc["attention", "kernels"] == 26 and nat.loc["GEMV / matmul", "kernels"] == 4 * 26 + 1
+    assert nat.loc["attention", "us"] == pytest.approx(4 * alone["attention global"]["us"]
+                                                      + 22 * alone["attention local"]["us"])
+    warm = json.loads((tmp_path / "h200_kernels_warm.json").read_text())["kernels_fused-cuda_cap1088_warm"]
+    ort = t[t["decoder"] == "onnxruntime"]
+    assert ort["kernels"].sum() == warm["kernels"] and ort["us"].sum() == pytest.approx(warm["kernel_us"])
+    assert t["dram_MB"].isna().all() and t.attrs["floor_ms"] > 0
+
+
+def test_step_groups_without_files_is_empty(tmp_path):
+    t = R.step_groups(tmp_path)
+    assert t.empty and list(t.columns) == R.COLUMNS and np.isnan(t.attrs["floor_ms"])
+    fig = P.plot_step_groups(t)
+    assert "no data" in fig.axes[0].texts[0].get_text()
+
+
+def test_plot_step_groups_bars_floor_and_replayed_steps(ncu_root):
+    t = R.step_groups(ncu_root)
+    fig = P.plot_step_groups(t)
+    (ax,) = fig.axes
+    assert len(ax.patches) == len(t)  # one segment per (decoder, group)
+    widths = sorted(round(p.get_width(), 6) for p in ax.patches)
+    assert widths == sorted(round(v * 1e-3, 6) for v in t["us"])
+    labels = [h.get_text() for h in fig.legends[0].get_texts()]
+    assert "floor 0.25 ms" in labels and "replayed step" in labels and "norm" in labels
+    ticks = [ln for ln in ax.lines if ln.get_label() == "replayed step"]
+    assert sorted(ln.get_xdata()[0] for ln in ticks) == [0.06, 0.38]
+    t.attrs["step_ms"] = {"native": float("nan"), "onnxruntime": float("nan")}
+    assert not [ln for ln in P.plot_step_groups(t).axes[0].lines if ln.get_label() == "replayed step"]

@@ -1,0 +1,153 @@
+"""The native decoder's recorded decode step beside onnxruntime's, by kernel group (data/results).
+
+    step_groups(root=None)     one gemma3-1b fp16 fused-cuda decode step (context 1024): kernels and GPU µs by
+                               STEP_GROUPS, native vs onnxruntime; the floor, kernel sums and replayed steps in attrs
+    ncu_classes(root=None)     the Nsight Compute table by native kernel class (qkv, attn, o, gate_up, down, head,
+                               advance): µs, DRAM vs planned bytes, TB/s, share of the copy bandwidth; empty without
+                               the file
+    step_group(decoder, name)  the STEP_GROUPS name of a native kernel class or an onnxruntime kernel name
+
+Sources, first found wins: `h200_native_ncu_gemma3-1b.json` (scripts/h200_native_ncu.py: both steps under
+Nsight Compute in one run at one KV capacity, caches and clocks as found, plus both replayed steps and the
+floor); else the earlier files: native composed from `h200_native_kernels.json` (each kernel class alone at its
+best block shape, times its count in a step of the gemma3-1b preset; `advance` was not timed alone),
+onnxruntime from `h200_kernels_warm.json` (its itemised kernels by name, the rest as "other"; KV capacity 1088)
+with its replayed step from `h200_step_cap1088.json`, the floor from `h200_native_bench_gemma3-1b.csv`.
+`attrs["source"]` names the files. Measures nothing; a missing file gives an empty frame, never a stand-in.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from .results import _recorded_json, load_results, results_dir
+
+NCU_FILE = "h200_native_ncu_gemma3-1b.json"
+STEP_GROUPS = ("attention", "GEMV / matmul", "norm", "other")
+DECODERS = ("native", "onnxruntime")
+NATIVE_GROUPS = {"attn": "attention", "qkv": "GEMV / matmul", "o": "GEMV / matmul", "gate_up": "GEMV / matmul",
+                 "down": "GEMV / matmul", "head": "GEMV / matmul"}  # advance: other
+ORT_PATTERNS = [  # onnxruntime kernel names, first match wins; rotary + KV append and GQA's sequence lengths are
+    # attention's work (the native attention kernel does them)
+    ("attention", r"mha|attention|attn|flash|xqa|rope|rotary|sequencelength|softmax|gqa"),
+    ("GEMV / matmul", r"gemv|gemm|nvjet|cutlass|xmma|splitk|cublas"),
+    ("norm", r"norm"),
+]
+COLUMNS = ["decoder", "group", "kernels", "us", "share", "dram_MB", "TB/s"]
+
+
+def step_group(decoder: str, name: str) -> str:
+    """STEP_GROUPS name of a native kernel class (decoder "native") or an onnxruntime kernel name."""
+    if decoder == "native":
+        return NATIVE_GROUPS.get(name, "other")
+    return next((g for g, pat in ORT_PATTERNS if re.search(pat, name, re.I)), "other")
+
+
+def _frame(rows: list[dict], source: str, floor_ms: float, step_ms: dict, note: str) -> pd.DataFrame:
+    t = pd.DataFrame(rows, columns=["decoder", "group", "kernels", "us", "dram_bytes"])
+    t = t.groupby(["decoder", "group"], as_index=False).sum(min_count=1)
+    t["share"] = t["us"] / t.groupby("decoder")["us"].transform("sum")
+    t["dram_MB"] = t["dram_bytes"] / 1e6
+    t["TB/s"] = t["dram_bytes"] / t["us"] * 1e-6
+    order = t["decoder"].map(DECODERS.index) * len(STEP_GROUPS) + t["group"].map(STEP_GROUPS.index)
+    t = t.iloc[np.argsort(order.to_numpy(), kind="stable")].reset_index(drop=True)[COLUMNS]
+    t.attrs.update(source=source, floor_ms=floor_ms, step_ms=step_ms, note=note,
+                   kernel_ms={d: float(g["us"].sum()) * 1e-3 for d, g in t.groupby("decoder")})
+    return t
+
+
+def _empty() -> pd.DataFrame:
+    t = pd.DataFrame(columns=COLUMNS)
+    t.attrs.update(source="", floor_ms=float("nan"), step_ms={}, kernel_ms={}, note="no recorded step")
+    return t
+
+
+def step_groups(root=None) -> pd.DataFrame:
+    """Kernel time of one decode step by group, native vs onnxruntime (module docstring: sources). Columns:
+    decoder, group, kernels, us, share (of that decoder's kernel sum), dram_MB and TB/s (NaN where not measured).
+    attrs: source, floor_ms, kernel_ms and step_ms (replayed step, NaN if not recorded) per decoder, note."""
+    folder = results_dir(root)
+    ncu = _recorded_json(folder / NCU_FILE, NCU_FILE)
+    if ncu is not None:
+        rows = [{"decoder": r["side"], "group": step_group(r["side"], r["class"] if r["side"] == "native"
+                                                           else r["kernel"]),
+                 "kernels": 1, "us": r["us"], "dram_bytes": r["dram_bytes"]} for r in ncu["rows"]]
+        steps = {"native": min(ncu["native_replay_ms"]), "onnxruntime": min(ncu["ort_graph_step_ms"])}
+        return _frame(rows, NCU_FILE, ncu["floor_ms"], steps,
+                      f"Nsight Compute, one step each at context {ncu['context']}, KV capacity {ncu['kv_capacity']} "
+                      "(kernels serialized: the sum has no launch gaps)")
+    rows = _native_alone(folder) + _ort_warm(folder)
+    if not rows:
+        return _empty()
+    bench = load_results("h200_native_bench_gemma3-1b.csv", root)
+    floor = float(bench["floor_ms"].median()) if "floor_ms" in bench and len(bench) else float("nan")
+    step = _recorded_json(folder / "h200_step_cap1088.json", "h200_step_cap1088.json")
+    steps = {"native": float("nan"),
+             "onnxruntime": min(step["graph_step_device_ms"]) if step else float("nan")}
+    return _frame(rows, "h200_native_kernels.json + h200_kernels_warm.json (+ h200_step_cap1088.json, "
+                  "h200_native_bench_gemma3-1b.csv)", floor, steps,
+                  "native: each kernel class alone x its count per step (no advance); onnxruntime: ncu, KV capacity "
+                  "1088; not one run")
+
+
+def _native_alone(folder) -> list[dict]:
+    """A native step composed from each kernel class's time alone (h200_native_kernels.json) x its count."""
+    from ..fixture.config import preset
+    from ..native.kernels import split_k
+
+    data = _recorded_json(folder / "h200_native_kernels.json", "h200_native_kernels.json")
+    if data is None:
+        return []
+    cfg = preset("gemma3-1b", attention="gqa", dtype="fp16", layout="fused-cuda")
+    L, types = cfg.num_layers, list(cfg.layer_types)
+    counts = {"qkv": L, "o": L, "gate_up": L, f"down/{split_k(cfg.intermediate_size)}": L, "head": 1,
+              "attention global": types.count("global"), "attention local": types.count("local")}
+    k = data["kernels"]
+    return [{"decoder": "native", "group": step_group("native", "attn" if name.startswith("attention") else
+                                                      name.split("/")[0]),
+             "kernels": n, "us": n * k[name]["us"], "dram_bytes": np.nan} for name, n in counts.items() if n]
+
+
+def _ort_warm(folder) -> list[dict]:
+    """onnxruntime's eager step from h200_kernels_warm.json: its itemised kernels by name, the remainder other."""
+    data = _recorded_json(folder / "h200_kernels_warm.json", "h200_kernels_warm.json")
+    if data is None:
+        return []
+    prof = next(v for k, v in data.items() if k != "provenance")
+    rows = [{"decoder": "onnxruntime", "group": step_group("onnxruntime", name), "kernels": v["kernels"],
+             "us": v["us"], "dram_bytes": np.nan} for name, v in prof["top"].items()]
+    rest_n = prof["kernels"] - sum(r["kernels"] for r in rows)
+    rest_us = prof["kernel_us"] - sum(r["us"] for r in rows)
+    if rest_n:
+        rows.append({"decoder": "onnxruntime", "group": "other", "kernels": rest_n, "us": rest_us,
+                     "dram_bytes": np.nan})
+    return rows
+
+
+def ncu_classes(root=None) -> pd.DataFrame:
+    """The native step's Nsight Compute table by kernel class (launch order): kernels, µs (all, and per kernel),
+    DRAM MB read + written, the MB the launches account for (Launch.nbytes: weights, the KV rows their grid
+    covers, vectors; more than the DRAM bytes where the L2 already holds them), achieved DRAM TB/s, share of the
+    step's kernel time and of the run's copy bandwidth. attrs: copy_tb_per_s, kernel_sum_ms, body_ms (without
+    advance), replay_ms (the captured step without advance), floor_ms. Empty (attrs NaN) without the file."""
+    data = _recorded_json(results_dir(root) / NCU_FILE, NCU_FILE)
+    cols = ["class", "kernels", "us", "us_each", "dram_MB", "planned_MB", "TB/s", "share", "of_copy_bw"]
+    if data is None:
+        t = pd.DataFrame(columns=cols)
+        t.attrs.update({k: float("nan") for k in ("copy_tb_per_s", "kernel_sum_ms", "body_ms", "replay_ms",
+                                                  "floor_ms")})
+        return t
+    bw, nat = float(data["copy_bandwidth_tb_s"]), data["native"]
+    rows = pd.DataFrame([r for r in data["rows"] if r["side"] == "native"])
+    g = rows.groupby("class", sort=False).agg(kernels=("us", "size"), us=("us", "sum"), dram=("dram_bytes", "sum"),
+                                              planned=("planned_bytes", "sum")).reset_index()
+    t = pd.DataFrame({"class": g["class"], "kernels": g["kernels"], "us": g["us"], "us_each": g["us"] / g["kernels"],
+                      "dram_MB": g["dram"] / 1e6, "planned_MB": g["planned"] / 1e6,
+                      "TB/s": g["dram"] / g["us"] * 1e-6, "share": g["us"] / g["us"].sum()})
+    t["of_copy_bw"] = t["TB/s"] / bw
+    t.attrs.update(copy_tb_per_s=bw, kernel_sum_ms=nat["kernel_us"] * 1e-3, body_ms=nat["body_us"] * 1e-3,
+                   replay_ms=min(data["native_replay_ms"]), floor_ms=float(data["floor_ms"]))
+    return t[cols]
