@@ -13,7 +13,8 @@ case "$1" in
     # coverage with the CUDA-only decoders counted (.ci/coverage-gpu.toml), when pytest-cov is installed
     COV=$(python3 -c "import pytest_cov" 2>/dev/null && echo "--cov=vlmdecode --cov-config=.ci/coverage-gpu.toml \
 --cov-report=term-missing")
-    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py tests/test_prompt_path_cuda.py -v \
+    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py tests/test_prompt_path_cuda.py \
+        tests/test_host_step_cuda.py -v \
         -p no:cacheprovider -o addopts="" $COV \
         --junitxml="$OUT/gpu_tests.xml" 2>&1 | cat /tmp/gpu_info.txt - | tee "$OUT/gpu_test_log.txt"
     python3 -m vlmdecode.cli demo --max-new-tokens 24 2>&1 | tee "$OUT/gpu_demo_log.txt"

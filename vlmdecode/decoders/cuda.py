@@ -14,7 +14,16 @@ replays are ordered without host syncs; device mode also sets
 `disable_synchronize_execution_providers` and syncs only when it reads token ids (every
 `sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside; no windowed
 KV, whose captured steps diverge from eager on onnxruntime 1.31) are checked in `check_mode` with errors
-that state the contract. Not here: the prompt path (prompt_path).
+that state the contract. Not here: the prompt path (prompt_path), device mode's kernels (cuda_kernels).
+
+The host step (eager, graph): `launch` queues one DMA for the embedding (pinned staging), the run, then the
+NEXT position's scalars (position_ids, mask slot), which wait behind the run on the stream, so only the
+embedding's copy sits between a pick and the next run. The step's logits output is bound to mapped page-locked
+host memory (`buffers.allocate_mapped`): its last kernel writes the row the host samples from, and `collect` is
+one stream sync (no copy call; the bytes are counted as before). No run syncs inside onnxruntime
+(`disable_synchronize_execution_providers`, every mode). `generate` launches each step before yielding the token
+that feeds it (`queue_ahead`, decoders.base), so the GPU computes it while the pipeline detokenizes and records.
+The per-call cost of each part: scripts/h200_host_breakdown.py, data/results/h200_host_overhead_tiny.json.
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
@@ -32,114 +41,18 @@ import itertools
 import numpy as np
 
 from .. import modes
-from ..buffers import Buffer, allocate, host_array
+from ..buffers import Buffer, allocate, allocate_mapped, host_array
 from ..devices import Device, parse_device
 from ..modelfolder import ModelFolder
 from ..sampling import NonFiniteLogitsError, Sampler, SamplingParams, sample_unchecked
 from ..sessions import _preload_cuda_libraries, check_cuda, make_session
 from .base import BoundDecoder, DecoderError
+from .cuda_kernels import MAX_SUPPRESS, argmax_blocks, device_kernels  # noqa: F401 -- native imports them here
 
 MODES = tuple(m for m in modes.on("cuda", "pipeline") if modes.get(m).factory == "vlmdecode.decoders.cuda:build")
 EMBED_VIA = ("gather", "session")
 ORT_WARMUP_RUNS = 2  # onnxruntime's CUDA EP runs a graph id this many times uncaptured, then captures
-ARGMAX_BLOCKS = 256  # argmax_partial's grid: 256 x 256 threads read a 262144-entry row in 4 strided passes
-MAX_SUPPRESS = 64  # suppressed ids the device argmax takes (SamplingParams.suppress)
 _graph_ids = itertools.count(1)  # process-wide: two decoders never share a gpu_graph_id
-
-# Greedy pick in two launches. argmax_partial: ARGMAX_BLOCKS blocks each reduce a strided share of the
-# logits row to (max, first index of it); advance: one block reduces the partials (or takes a token
-# sampled elsewhere) and writes the next step's decoder inputs on the device. One block scanning the
-# whole 262144-entry row of gemma3-1b cost 0.04 ms more per token on the H200 (device mode 2.95 -> 2.91
-# ms, data/results/h200_runs_{b96166a,5fb6458}_gemma3-1b_unequal_capacity.csv).
-_KERNEL = r"""
-#include <cuda_fp16.h>
-#define TO_F(x) (float)(x)
-#define INF_F __int_as_float(0x7f800000)
-#define NAN_F __int_as_float(0x7fc00000)
-
-// (a, ia) <- the better of (a, ia), (b, ib): NaN wins (reported), then larger, then the smaller index
-__device__ __forceinline__ void better(float& a, long long& ia, float b, long long ib) {
-    if (b != b || (a == a && (b > a || (b == a && ib < ia)))) { a = b; ia = ib; }
-}
-
-__device__ void block_reduce(float* v, long long* idx, int tid) {
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (tid < s) { float a = v[tid]; long long ia = idx[tid]; better(a, ia, v[tid + s], idx[tid + s]);
-                       v[tid] = a; idx[tid] = ia; }
-        __syncthreads();
-    }
-}
-
-extern "C" __global__ void argmax_partial(const T* logits, const int V, float* part_v, long long* part_i,
-                                          const long long* suppress, const int n_suppress)  // ids never picked
-{
-    __shared__ float v[256];
-    __shared__ long long idx[256];
-    const int tid = threadIdx.x;
-    float bv = -INF_F; long long bi = 0x7fffffffffffffffLL; int bad = 0;
-    for (long long i = (long long)blockIdx.x * blockDim.x + tid; i < V; i += (long long)gridDim.x * blockDim.x) {
-        int skip = 0;
-        for (int j = 0; j < n_suppress; ++j) skip |= suppress[j] == i;
-        if (skip) continue;
-        float x = TO_F(logits[i]);
-        if (x != x || x == INF_F) bad = 1;
-        if (x > bv || bi == 0x7fffffffffffffffLL) { bv = x; bi = i; }  // strided: the first max of this share
-    }
-    v[tid] = bad ? NAN_F : bv; idx[tid] = bi;
-    block_reduce(v, idx, tid);
-    if (tid == 0) { part_v[blockIdx.x] = v[0]; part_i[blockIdx.x] = idx[0]; }
-}
-
-extern "C" __global__ void advance(
-    const float* part_v, const long long* part_i, const int nparts,  // argmax_partial's output
-    const long long* given,                 // [1]: a token sampled elsewhere, or NULL -> reduce the partials
-    const T* table, const int H, T* x_out,  // [V,H] embedding rows -> [H] decoder input, or table NULL
-    long long* id_out,                      // [1]: the token as an input id (embedding session / id decoder)
-    long long* ring, const int slot,        // [k]: token ids the host reads every k steps (-1: no valid token)
-    long long* pos, long long* mask, long long* t_dev)
-{
-    __shared__ float v[1024];
-    __shared__ long long idx[1024];
-    __shared__ long long tok;
-    const int tid = threadIdx.x;
-    if (given == NULL) {
-        v[tid] = tid < nparts ? part_v[tid] : -INF_F;
-        idx[tid] = tid < nparts ? part_i[tid] : 0x7fffffffffffffffLL;
-        block_reduce(v, idx, tid);
-        // -1: NaN/+inf (reported as NaN) or every logit -inf: nothing to pick (sampling.check_finite's rule)
-        if (tid == 0) tok = (v[0] != v[0] || v[0] == -INF_F) ? -1 : idx[0];
-    } else if (tid == 0) {
-        tok = given[0];
-    }
-    __syncthreads();
-    if (tok < 0) { if (tid == 0) ring[slot] = -1; return; }
-    if (table != NULL)
-        for (int h = tid; h < H; h += blockDim.x) x_out[h] = table[tok * H + h];
-    if (tid == 0) {
-        long long t = t_dev[0];
-        ring[slot] = tok;
-        if (id_out != NULL) id_out[0] = tok;
-        pos[0] = t;
-        mask[t] = 1;
-        t_dev[0] = t + 1;
-    }
-}
-"""
-
-
-def device_kernels(dtype):
-    """(argmax_partial, advance) compiled for logits/embeddings of `dtype` (float16 or float32)."""
-    import cupy
-
-    ctype = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float"}[np.dtype(dtype)]
-    module = cupy.RawModule(code=_KERNEL.replace("T*", f"{ctype}*"))
-    return module.get_function("argmax_partial"), module.get_function("advance")
-
-
-def argmax_blocks(vocab: int) -> int:
-    """argmax_partial's grid for a row of `vocab` logits: blocks of 256 threads, at most ARGMAX_BLOCKS."""
-    return int(min(ARGMAX_BLOCKS, -(-vocab // 256)))
 
 
 def check_mode(mode: str, folder: ModelFolder) -> str:
@@ -215,9 +128,11 @@ class CudaDecoder(BoundDecoder):
             if ov.device_name().lower() != "cuda":
                 raise DecoderError(f"KV OrtValue on {ov.device_name()}, not CUDA")
         for b in kv + [self.x_step, self.logits_step, self.mask, self.pos_step]:
+            want = rt.memoryTypeHost if b.mapped else rt.memoryTypeDevice  # mapped: host sampling's logits
             attrs = rt.pointerGetAttributes(b.ptr)
-            if attrs.type != rt.memoryTypeDevice:
-                raise DecoderError(f"decoder buffer at {b.ptr:#x} is not CUDA device memory (type {attrs.type})")
+            if attrs.type != want:
+                raise DecoderError(f"decoder buffer at {b.ptr:#x} has memory type {attrs.type}, not {want} "
+                                   "(device memory; mapped host memory for host sampling's logits)")
 
     def counters(self) -> dict:
         eager = self.steps_run - self.captured - self.replayed  # warm-up runs of a graph id count as eager
@@ -231,8 +146,9 @@ class CudaDecoder(BoundDecoder):
             self.graph_id = next(_graph_ids)
             self.runs_this_graph = 0
         self.run_options = self._run_options(self.graph_id)
-        if self.mode == "device":
-            self.run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+        # no sync at the end of a run: host sampling waits in `collect`, device mode when it reads token ids
+        self.run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+        self._scalars_at = -1
 
     def end_generation(self) -> None:
         if not self.graph_per_generation:
@@ -242,14 +158,14 @@ class CudaDecoder(BoundDecoder):
             self.session.release_captured_graph(self.graph_id)
 
     def run_step(self) -> None:
-        """One decoder run over the bound buffers; the caller holds `with self.stream` (one per step)."""
+        """One decoder run over the bound buffers, queued on the stream (no sync)."""
         if self.step_events is None:
             super().run_step()
         else:
             start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
-            start.record()
+            start.record(self.stream)
             super().run_step()
-            end.record()
+            end.record(self.stream)
             self.step_events.append((start, end))
         if self.mode != "eager":
             self._count_graph_run()
@@ -271,8 +187,43 @@ class CudaDecoder(BoundDecoder):
         elif self.runs_this_graph > ORT_WARMUP_RUNS + 1:
             self.replayed += 1  # runs 1..ORT_WARMUP_RUNS ran uncaptured: counters() counts them as eager
 
+    # ---- host step (module docstring) -------------------------------------------------------------
+    queue_ahead = True  # decoders.base: launch returns before the GPU is done (device mode has its own loop)
+    _scalars_at = -1  # the position whose scalars the last launch queued behind its run (-1: none)
+
+    def _logits_buffer(self) -> Buffer:
+        """Host sampling (eager, graph): the step's logits in mapped host memory; device mode: on the GPU, where
+        its kernels read them."""
+        if self.mode == "device":
+            return super()._logits_buffer()
+        return allocate_mapped((1, 1, self.vocab), self.dtype, self.device)
+
+    def launch(self, x: np.ndarray) -> None:
+        """Queue the step fed with `x` and return: the input's DMA (+ its scalars unless the previous launch
+        queued them), the run, then the next position's scalars behind it."""
+        sp, t = self.stream_ptr, self.check_room()
+        if self._scalars_at == t:
+            self.x_step.write(x, stream=sp)
+        else:
+            self.feed(x, sp)
+        self.run_step()
+        self._scalars_at = -1
+        if t + 1 < self.max_length:
+            self.write_scalars(t + 1, sp)  # staged: their previous DMAs ran before the last collect returned
+            self._scalars_at = t + 1
+
+    def collect(self, reuse: bool = False) -> np.ndarray:
+        """Wait for the launched step; its logits [V] (reuse: the mapped row itself, overwritten by the next
+        launch; else a float32 copy)."""
+        if not self.logits_step.mapped:  # device mode: the logits are on the GPU, copied down
+            with self.stream:
+                return super().collect(reuse)
+        self.stream.synchronize()
+        self.transfers.add(self.step_bytes)
+        return self.logits_host if reuse else self.logits_host.astype(np.float32)
+
     def step(self, x: np.ndarray, reuse: bool = False) -> np.ndarray:
-        with self.stream:  # one stream context per step: feed, run and the logits read queue in order
+        with self.stream:  # feed (current stream), run and the logits read queue in order
             return super().step(x, reuse)
 
     def prefill(self, x, reuse: bool = False) -> np.ndarray:
@@ -280,8 +231,14 @@ class CudaDecoder(BoundDecoder):
             return super().prefill(x, reuse)
 
     def prefill_on_device(self, x):
+        self._scalars_at = -1  # the prompt rewrites the mask
         with self.stream:
             return super().prefill_on_device(x)
+
+    def reset(self) -> None:
+        self._scalars_at = -1
+        with self.stream:
+            super().reset()
 
     # ---- device loop ------------------------------------------------------------------------------
     def _init_device_loop(self) -> None:
