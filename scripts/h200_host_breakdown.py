@@ -1,6 +1,11 @@
-"""Where graph mode's host time goes on CUDA: a per-token breakdown of the host step, and variants of it.
+"""Where graph mode's host time went on CUDA before issue 13's host step: a per-token breakdown, and variants.
 
-    python scripts/h200_host_breakdown.py [OUT.json] [--preset tiny] [--gens 5]
+    python scripts/h200_host_breakdown.py [OUT.json] [--preset tiny] [--gens 5]    (at commit e48717b)
+
+The study that chose decoders.cuda's host step (mapped logits, scalars queued behind the run, launch ahead of
+the yield). It times the pieces of the host path as it was at e48717b (three staged copies, a CuPy logits
+read, ORT's sync): at later commits the package's step is the new one and this script refuses to run (check
+out e48717b to repeat it); the new step's breakdown is scripts/h200_host_overhead.py's "breakdown".
 
 One process, one graph-mode pipeline at context 128 (+64 new, as scripts/h200_host_overhead.py). Every
 loop below runs `gens` generations of 63 decode steps after a prefill and keeps the steps after the first
@@ -90,6 +95,9 @@ class Env:
         for _ in range(2):
             self.pipe.generate_from_ids(self.ids, max_new_tokens=16, stop=())  # capture, kernels, table
         self.dec = dec = self.pipe.decoder
+        if dec.logits_step.mapped:
+            raise SystemExit("this study measures the host path before issue 13's host step (mapped logits): "
+                             "run it at commit e48717b; the current step's breakdown: scripts/h200_host_overhead.py")
         self.x = self.pipe.embed(self.ids, None)
         self.sampler = Sampler(SamplingParams())
         self.stream = dec.stream
