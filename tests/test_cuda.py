@@ -326,7 +326,9 @@ def test_all_minus_inf_row_is_an_error_on_host_and_device(folders, image, mode, 
     def poisoned():
         run()
         if dec.steps_run == 2:  # the second decode step of this fresh decoder: token 2
-            dec.logits_step.array.fill(-np.inf)  # on the decoder's stream: ordered after the run
+            if dec.logits_step.mapped:  # host sampling: host memory the queued run writes; poison it once written
+                dec.stream.synchronize()
+            dec.logits_step.array.fill(-np.inf)  # device mode: on the decoder's stream, ordered after the run
 
     monkeypatch.setattr(dec, "run_step", poisoned)
     kw = dict(seed=1, **SAMPLED) if sampled else {}
