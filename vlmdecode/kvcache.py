@@ -7,7 +7,8 @@ C_i is the decoder's max_length, except for a layer exported with a windowed cac
 (GroupQueryAttention sliding_window_cache=1, see graphinfo): there C_i = `layer_capacities`' choice,
 as onnxruntime-genai sizes it (CUDA: exactly the window, which its kernel requires; CPU: window + 16
 unless model.decoder.sliding_window.cache_slack says otherwise). The kernel keeps the last L <= C_i
-positions at rows [0, L) and evicts from the front itself; seqlens_k and the mask stay absolute.
+positions at rows [0, L), oldest first, and evicts from the front itself (`windowed_rows`: which row holds
+which position); seqlens_k and the mask stay absolute.
 
 `ConcatKV` ("concat" layout, standard ops): the graph returns present = Concat(past, new), so each
 step's present OrtValues (left where onnxruntime allocated them) are bound as the next step's past.
@@ -40,6 +41,30 @@ def layer_capacities(windows, max_length: int, device: Device, cache_slack: int 
                          "GroupQueryAttention requires a windowed KV cache of exactly the window (cache_slack 0)")
     slack = 0 if device.is_cuda else (cache_slack or CPU_WINDOW_SLACK)
     return [max_length if w is None else max(w, min(w + slack, max_length)) for w in windows]
+
+
+def windowed_resident(total: int, capacity: int, window: int) -> int:
+    """Rows L that onnxruntime's GroupQueryAttention (sliding_window_cache=1) keeps resident in a windowed
+    layer's buffer of `capacity` C once the sequence holds `total` positions T (after prefill or a decode step).
+
+    Its kernels' WindowedCacheEnd: L = T while T <= C, else T - g * ceil((T - C) / g) with g = C - W + 1; the
+    front g rows are dropped in one shift when an append would pass C ("drifting" layout: the shift runs once
+    every g steps). On CUDA C == W (its kernel refuses anything else), so g = 1 and L = min(T, C): every step past
+    the window shifts the rows left by one and appends at row C - 1."""
+    if not 1 <= window <= capacity:
+        raise ValueError(f"window {window} and capacity {capacity}: onnxruntime needs 1 <= window <= capacity")
+    if total <= capacity:
+        return max(total, 0)
+    gap = capacity - window + 1
+    return total - gap * -(-(total - capacity) // gap)
+
+
+def windowed_rows(total: int, capacity: int, window: int) -> list[int | None]:
+    """Absolute position held by each row of a windowed layer's KV buffer (K and V alike, every kv head) once
+    the sequence holds `total` positions: rows [0, L) hold positions [T - L, T) in order, newest last (a shifted
+    window, not a ring p % C); rows [L, C) are None (stale, never read). L: `windowed_resident`."""
+    n = windowed_resident(total, capacity, window)
+    return [total - n + r for r in range(n)] + [None] * (capacity - n)
 
 
 def kv_nbytes(capacities, kv_heads: int, head_dim: int, dtype, batch: int = 1) -> int:

@@ -318,7 +318,9 @@ def plot_step_groups(df: pd.DataFrame, title: str = "one decode step by kernel g
     ax.invert_yaxis()
     ax.set_xlabel("ms of kernel time in one step")
     ax.set_title(title)
-    _legend_outside(fig, [ax])
+    handles = dict(zip(*ax.get_legend_handles_labels()[::-1]))  # label -> handle, once each
+    order = [g for g in GROUP_COLORS if g in handles] + [k for k in handles if k not in GROUP_COLORS]
+    fig.legend([handles[k] for k in order], order, loc="outside right upper", fontsize=7)
     return fig
 
 

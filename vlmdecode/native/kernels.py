@@ -35,9 +35,9 @@ class Shapes:
 
     qkv: tuple = (8, 1)
     o: tuple = (8, 1)
-    gate_up: tuple = (8, 2, 0)  # 13.8 us vs 16.2 with the weights in flight during the prologue (128 registers)
-    down: tuple = (4, 1)
-    head: tuple = (8, 2)  # grid-stride, <= 1024 blocks
+    gate_up: tuple = (8, 2, 0)  # weights after the prologue: PF 1 and 2 need 128 registers (fewer blocks an SM)
+    down: tuple = (4, 1, 2)  # double-buffered, at no register cost (h200_gemv_prefetch.json)
+    head: tuple = (8, 2, 0)  # grid-stride, <= 1024 blocks; PF 0 keeps more blocks resident (same file)
     slice_target: int = SLICE_TARGET
     attn_chunk: int = ATTN_CHUNK
     attn_threads: int = ATTN_THREADS
