@@ -10,19 +10,23 @@
             into it), sets position_ids and the mask slot; the host reads back 8 bytes per token
 
 CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so kernels and
-replays are ordered without host syncs; device mode also sets
-`disable_synchronize_execution_providers` and syncs only when it reads token ids (every
-`sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside; no windowed
-KV, whose captured steps diverge from eager on onnxruntime 1.31) are checked in `check_mode` with errors
-that state the contract. Not here: the prompt path (prompt_path), device mode's kernels (cuda_kernels).
+replays are ordered without host syncs: a replay runs with `disable_synchronize_execution_providers`
+and device mode syncs only when it reads token ids (every `sync_every` tokens). Runs that execute the
+graph's nodes (eager mode, a graph id's warm-up and capture runs) let onnxruntime sync at their end: that
+is where it frees their CPU staging; deferred (no sync), onnxruntime 1.31 queues the release with
+cudaLaunchHostFunc, which failed on the H200 (CUDA error 201, logged by onnxruntime, eager mode).
+Capture rules (fixed addresses, fixed shapes, no host copies inside; no windowed KV, whose captured steps
+diverge from eager on onnxruntime 1.31) are checked in `check_mode` with errors that state the contract.
+Not here: the prompt path (prompt_path), device mode's kernels (cuda_kernels).
 
 The host step (eager, graph): `launch` queues one DMA for the embedding (pinned staging), the run, then the
 NEXT position's scalars (position_ids, mask slot), which wait behind the run on the stream, so only the
 embedding's copy sits between a pick and the next run. The step's logits output is bound to mapped page-locked
 host memory (`buffers.allocate_mapped`): its last kernel writes the row the host samples from, and `collect` is
-one stream sync (no copy call; the bytes are counted as before). No run syncs inside onnxruntime
-(`disable_synchronize_execution_providers`, every mode). `generate` launches each step before yielding the token
-that feeds it (`queue_ahead`, decoders.base), so the GPU computes it while the pipeline detokenizes and records.
+one stream sync (no copy call; the bytes are counted as before). In graph mode `generate` launches each step
+before yielding the token that feeds it (`queue_ahead`, decoders.base), so the GPU computes it while the
+pipeline detokenizes and records; eager mode's launch is host-bound (one call per kernel) and synced, so it
+keeps the plain loop.
 The per-call cost of each part: scripts/h200_host_breakdown.py, data/results/h200_host_overhead_tiny.json.
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
@@ -98,6 +102,7 @@ class CudaDecoder(BoundDecoder):
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         self.embed_via, self.sync_every = embed_via, sync_every
+        self.queue_ahead = mode == "graph"  # decoders.base; device mode has its own loop (module docstring)
         # False (default): one gpu_graph_id for the decoder's life, captured once (module docstring)
         self.graph_per_generation = graph_per_generation
         # time_steps: a CUDA event pair around every decoder run (profiling only; off in the timed loop)
@@ -145,9 +150,11 @@ class CudaDecoder(BoundDecoder):
         if self.mode != "eager" and (self.graph_per_generation or self.graph_id < 0):
             self.graph_id = next(_graph_ids)
             self.runs_this_graph = 0
+        # runs that execute nodes sync inside onnxruntime (module docstring); replays do not: host sampling
+        # waits in `collect`, device mode when it reads token ids
         self.run_options = self._run_options(self.graph_id)
-        # no sync at the end of a run: host sampling waits in `collect`, device mode when it reads token ids
-        self.run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+        self._ro_replay = self._run_options(self.graph_id)
+        self._ro_replay.add_run_config_entry("disable_synchronize_execution_providers", "1")
         self._scalars_at = -1
 
     def end_generation(self) -> None:
@@ -158,7 +165,9 @@ class CudaDecoder(BoundDecoder):
             self.session.release_captured_graph(self.graph_id)
 
     def run_step(self) -> None:
-        """One decoder run over the bound buffers, queued on the stream (no sync)."""
+        """One decoder run over the bound buffers: a replay is queued on the stream (no sync)."""
+        if self.mode != "eager" and self.runs_this_graph > ORT_WARMUP_RUNS and self._ro_replay is not None:
+            self.run_options = self._ro_replay  # warm-ups and the capture are behind: this run replays
         if self.step_events is None:
             super().run_step()
         else:
@@ -188,8 +197,8 @@ class CudaDecoder(BoundDecoder):
             self.replayed += 1  # runs 1..ORT_WARMUP_RUNS ran uncaptured: counters() counts them as eager
 
     # ---- host step (module docstring) -------------------------------------------------------------
-    queue_ahead = True  # decoders.base: launch returns before the GPU is done (device mode has its own loop)
     _scalars_at = -1  # the position whose scalars the last launch queued behind its run (-1: none)
+    _ro_replay = None  # the run options of a replay (begin_generation)
 
     def _logits_buffer(self) -> Buffer:
         """Host sampling (eager, graph): the step's logits in mapped host memory; device mode: on the GPU, where
