@@ -33,7 +33,8 @@ case "$1" in
     OUT="$OUT" python3 scripts/h200_native.py --parts timing_gemma3_1b_ctx4096,memory_gemma3_1b 2>&1 | grep -v "plugin EP"
     ;;
   host-overhead)  # the loop's per-token time vs the replayed step, graph and device, tiny (#13: graph <= 1.3x)
-    python3 scripts/h200_host_overhead.py "$OUT/h200_host_overhead_tiny.json" 2>&1 | grep -v "plugin EP"
+    BEFORE=$([ -f data/results/h200_host_overhead_tiny.json ] && echo "--before data/results/h200_host_overhead_tiny.json")
+    python3 scripts/h200_host_overhead.py "$OUT/h200_host_overhead_tiny.json" $BEFORE 2>&1 | grep -v "plugin EP"
     ;;
   graph-memory)
     python3 scripts/h200_graph_memory.py "$OUT/h200_graph_memory.json" 2>&1 | grep -v "plugin EP"

@@ -15,7 +15,8 @@ time per decode token over the whole call (the pipeline's own work and the detok
 wait for the running step), pick, token_input, and launch's parts (the embedding's DMA, the run call, the next
 scalars); the pipeline's own time (StepRecord.seconds minus the decoder's parts), the detokenizer; and from
 CUDA events around each run (time_steps=True) the device time of a run and the device's idle gap between
-runs (the host's share of the critical path). "before": the committed numbers this run replaces (--before).
+runs (the host's share of the critical path). "before": the reference numbers (--before FILE: a committed result;
+its own "before" when it has one, so the reference stays the numbers before issue 13's host step).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--before", default=None, help="a committed h200_host_overhead JSON to quote as 'before'")
     a = p.parse_args(argv)
+    before = _before(a.before) if a.before else None  # read first: a bad path fails before the GPU work
 
     import vlmdecode
     from vlmdecode.decoders.cuda import replay_ms
@@ -70,12 +72,8 @@ def main(argv=None) -> int:
            "rows": rows, "target": "graph ratio <= 1.3 (issue 13)"}
     out["breakdown"] = breakdown(pipes["graph"], folder, ids, a.rounds)
     print("breakdown (graph, us per token):", json.dumps(out["breakdown"]), flush=True)
-    if a.before:
-        with open(a.before) as f:
-            b = json.load(f)
-        out["before"] = {"git_sha": b["provenance"].get("git_sha"), "date": b["provenance"].get("date"),
-                         "rows": {m: {k: r[k] for k in ("per_token_ms", "replayed_step_ms", "ratio")}
-                                  for m, r in b["rows"].items()}}
+    if before:
+        out["before"] = before
     out["provenance"] = provenance({a.preset: folder})
     text = json.dumps(out, indent=2, default=str)
     if a.out:
@@ -84,6 +82,17 @@ def main(argv=None) -> int:
     else:
         print(text)
     return 0
+
+
+def _before(path: str) -> dict:
+    """The reference numbers from a committed result: its own "before" when it has one (a result of this
+    script after the host step: the reference stays the numbers before it), else its rows."""
+    with open(path) as f:
+        b = json.load(f)
+    if "before" in b:
+        return b["before"]
+    return {"git_sha": b["provenance"].get("git_sha"), "date": b["provenance"].get("date"),
+            "rows": {m: {k: r[k] for k in ("per_token_ms", "replayed_step_ms", "ratio")} for m, r in b["rows"].items()}}
 
 
 def _timed_stream(pipe, ids):
