@@ -61,7 +61,7 @@ def test_eager_equals_full_kv_and_rows_follow_windowed_rows(full, reference, pro
     kw = win.decoder.kv.keys[0].array[0, 0].get().astype(np.float32)  # layer 0: rows depend on token + position
     kf = ref.decoder.kv.keys[0].array[0, 0].get().astype(np.float32)
     for r, p in enumerate(windowed_rows(total, W, W)):
-        np.testing.assert_allclose(kw[r], kf[p], atol=2e-3, err_msg=f"row {r} should hold position {p}")
+        np.testing.assert_allclose(kw[r], kf[p], atol=1e-2, err_msg=f"row {r} should hold position {p}")
 
 
 @pytest.mark.parametrize("graph_per_generation", [False, True])
