@@ -15,15 +15,12 @@ replays are ordered without host syncs; device mode also sets
 `sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are checked
 in `check_mode` with errors that state the contract. Not here: the prompt path (prompt_path).
 
-Windowed KV (GroupQueryAttention sliding_window_cache=1: the kernel shifts the window left and appends, see
-kvcache.windowed_rows). onnxruntime-gpu 1.31.1 executes the first Run of a new gpu_graph_id three times inside
-that one call (two uncaptured runs "for necessary memory allocation or graph capture", then capture + replay:
-its log, inference_session.cc:4046 and cuda_execution_provider.cc:516). A full-KV step repeated rewrites the
-same row; a windowed step with a full window shifts the window once per execution, so capturing on a real
-step evicted two live positions and duplicated the newest (data/results/h200_windowed.json; onnxruntime-genai's
-graph mode diverges the same way). So a windowed decoder captures each graph id on a step that repeats
-harmlessly, before the generation's prefill (`_capture_windowed`): position 0, where no layer evicts and each
-execution rewrites row 0; the step is then forgotten and every real step is a single replay.
+Windowed KV (GroupQueryAttention sliding_window_cache=1; layout: kvcache.windowed_rows). onnxruntime-gpu 1.31.1
+executes the first Run of a new gpu_graph_id three times (two uncaptured runs, then capture + replay). A full-KV
+step repeated rewrites one row; a windowed step with a full window shifts the window once per execution, so a
+capture on a real step lost two positions (data/results/h200_windowed.json; onnxruntime-genai's graph mode breaks
+the same way). A windowed decoder therefore captures each graph id first on a step that repeats harmlessly
+(`_capture_windowed`, position 0: nothing evicted); every real step is then one replay.
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
