@@ -200,3 +200,35 @@ def test_plot_step_groups_bars_floor_and_replayed_steps(ncu_root):
     assert sorted(ln.get_xdata()[0] for ln in ticks) == [0.06, 0.38]
     t.attrs["step_ms"] = {"native": float("nan"), "onnxruntime": float("nan")}
     assert not [ln for ln in P.plot_step_groups(t).axes[0].lines if ln.get_label() == "replayed step"]
+
+
+def test_h200_native_parts_selection(ncu_script):
+    hn = ncu_script.h200_native
+    assert hn.selected_parts(["x"]) is None  # the default run
+    assert hn.selected_parts(["x", "--parts", "memory_gemma3_1b,provenance,timing_gemma3_1b_ctx4096"]) == [
+        "provenance", "memory_gemma3_1b", "timing_gemma3_1b_ctx4096"]
+    for bad in (["--parts", "memory,parity_tiny"], ["--parts"], ["--parts", ""]):
+        with pytest.raises(SystemExit, match="--parts takes a comma-separated list of provenance, "):
+            hn.selected_parts(["x", *bad])
+
+
+def test_h200_native_proof_lists_every_disagreement_against_the_margin(ncu_script):
+    """A disagreement is allowed only where the reference margin is <= twice the fp16 error."""
+    hn = ncu_script.h200_native
+    off = np.zeros(4, bool)
+    gap = lambda v: float(np.diff(np.sort(v[~off])[-2:])[0])  # noqa: E731
+    pick = lambda v: int(np.argmax(v))  # noqa: E731
+    ort = [np.array([0, 1, 0.5, 0]), np.array([0, 1, 0.999, 0]), np.array([3, 1, 0, 0.0])]
+    nat = [None, np.array([0, 0.999, 1, 0]), np.array([3, 1, 0, 0.0])]
+    r = hn.proof([1, 2, 0], nat, ort, None, pick, gap, {"max_logit_err_vs_ort": 0.002})
+    assert r["margin_from"] == "onnxruntime" and r["steps_above_2x_error"] == 2 and r["criterion_holds"]
+    assert [d["step"] for d in r["disagreements"]] == [1] and r["disagreements"][0]["ort_argmax"] == 1
+    assert not hn.proof([1, 2, 1], nat, ort, None, pick, gap, {"max_logit_err_vs_ort": 0.002})["criterion_holds"]
+    f64 = [np.array([0, 1, 0.9, 0]), np.array([0, 1, 0.99, 0]), np.array([3, 1, 0, 0.0])]
+    r = hn.proof([1, 2, 0], nat, ort, f64, pick, gap, {"max_logit_err_vs_float64": 0.001,
+                                                         "ort_max_logit_err_vs_float64": 0.004})
+    assert r["fp16_error"] == 0.004 and r["margin_from"] == "float64"
+    assert not r["criterion_holds"]  # float64's margin at step 1 (0.01) is above 2 x 0.004: a real disagreement
+    r = hn.proof([1, 2, 0], nat, ort, f64, pick, gap, {"max_logit_err_vs_float64": 0.006,
+                                                         "ort_max_logit_err_vs_float64": 0.004})
+    assert r["criterion_holds"] and r["steps_above_2x_error"] == 2  # 0.01 <= 2 x 0.006: steps 0 and 2 must agree
