@@ -15,9 +15,8 @@ and device mode syncs only when it reads token ids (every `sync_every` tokens). 
 graph's nodes (eager mode, a graph id's warm-up and capture runs) let onnxruntime sync at their end: that
 is where it frees their CPU staging; deferred (no sync), onnxruntime 1.31 queues the release with
 cudaLaunchHostFunc, which failed on the H200 (CUDA error 201, logged by onnxruntime, eager mode).
-Capture rules (fixed addresses, fixed shapes, no host copies inside; no windowed KV, whose captured steps
-diverge from eager on onnxruntime 1.31) are checked in `check_mode` with errors that state the contract.
-Not here: the prompt path (prompt_path), device mode's kernels (cuda_kernels).
+Capture rules (fixed addresses, fixed shapes, no host copies inside) are checked in `check_mode` with errors
+that state the contract. Not here: the prompt path (prompt_path), device mode's kernels (cuda_kernels).
 
 The host step (eager, graph): `launch` queues one DMA for the embedding (pinned staging), the run, then the
 NEXT position's scalars (position_ids, mask slot), which wait behind the run on the stream, so only the
@@ -28,6 +27,13 @@ before yielding the token that feeds it (`queue_ahead`, decoders.base), so the G
 pipeline detokenizes and records; eager mode's launch is host-bound (one call per kernel) and synced, so it
 keeps the plain loop.
 The per-call cost of each part: scripts/h200_host_breakdown.py, data/results/h200_host_overhead_tiny.json.
+
+Windowed KV (GroupQueryAttention sliding_window_cache=1; layout: kvcache.windowed_rows). onnxruntime-gpu 1.31.1
+executes the first Run of a new gpu_graph_id three times (two uncaptured runs, then capture + replay). A full-KV
+step repeated rewrites one row; a windowed step with a full window shifts the window once per execution, so a
+capture on a real step lost two positions (data/results/h200_windowed.json; onnxruntime-genai's graph mode breaks
+the same way). A windowed decoder therefore captures each graph id first on a step that repeats harmlessly
+(`_capture_windowed`, position 0: nothing evicted); every real step is then one replay.
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
@@ -69,13 +75,6 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
             f"mode {mode!r} needs a fixed-capacity KV cache bound at fixed addresses (CUDA graph capture); "
             f"this decoder's KV grows by Concat ({folder.decoder.path.name}, attention 'onnx'): use mode='eager' "
             "or build the fixture with --attention gqa"
-        )
-    if modes.get(mode).capture and info.windowed:
-        raise ValueError(
-            f"mode {mode!r} is refused for {folder.decoder.path.name}: windowed KV (sliding_window_cache=1 on the "
-            "local layers' GroupQueryAttention) diverges under CUDA graph capture on onnxruntime 1.31 (measured "
-            "on an H200: data/results/h200_gpu_test_log_round2.txt; onnxruntime-genai's graph mode diverges "
-            "the same way): use mode='eager', or export with --extra_options windowed_kv_cache=false for graph/device"
         )
     if info.kv_layout == "shared" and np.dtype(info.dtype) == np.float32:
         raise ValueError(
@@ -150,6 +149,8 @@ class CudaDecoder(BoundDecoder):
         if self.mode != "eager" and (self.graph_per_generation or self.graph_id < 0):
             self.graph_id = next(_graph_ids)
             self.runs_this_graph = 0
+            if self.info.windowed:
+                self._capture_windowed()
         # runs that execute nodes sync inside onnxruntime (module docstring); replays do not: host sampling
         # waits in `collect`, device mode when it reads token ids
         self.run_options = self._run_options(self.graph_id)
@@ -187,6 +188,24 @@ class CudaDecoder(BoundDecoder):
         out = [self.cp.cuda.get_elapsed_time(a, b) for a, b in self.step_events]
         self.step_events.clear()
         return out
+
+    def _capture_windowed(self) -> None:
+        """Capture the new graph id on a harmless step (module docstring, "Windowed KV"): position 0, input zero,
+        mask [1, 0, ...]: seqlens_k 0, so no windowed layer evicts and each of onnxruntime's executions rewrites
+        row 0. Then forget it: position 0 and the mask cleared (the prefill writes every row it reads)."""
+        with self.stream:
+            self.kv.reset()
+            self.mask.fill(0)
+            self.mask.fill(1, 0, 1)
+            self.x_step.fill(0)
+            if self.name_pos:
+                self.pos_step.fill(0)
+            self.session.run_with_iobinding(self.io_step, self._run_options(self.graph_id))
+            self.mask.fill(0)
+        self.stream.synchronize()
+        self.steps_run += 1
+        self.runs_this_graph = ORT_WARMUP_RUNS + 1  # warm-ups and capture ran in that Run: later runs replay
+        self.captured += 1
 
     def _count_graph_run(self) -> None:
         """Which of onnxruntime's phases this run of the graph id was: warm-up (eager), capture, or replay."""
