@@ -12,9 +12,15 @@
 CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so kernels and
 replays are ordered without host syncs; device mode also sets
 `disable_synchronize_execution_providers` and syncs only when it reads token ids (every
-`sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside; no windowed
-KV, whose captured steps diverge from eager on onnxruntime 1.31) are checked in `check_mode` with errors
-that state the contract. Not here: the prompt path (prompt_path).
+`sync_every` tokens). Capture rules (fixed addresses, fixed shapes, no host copies inside) are checked
+in `check_mode` with errors that state the contract. Not here: the prompt path (prompt_path).
+
+Windowed KV (GroupQueryAttention sliding_window_cache=1; layout: kvcache.windowed_rows). onnxruntime-gpu 1.31.1
+executes the first Run of a new gpu_graph_id three times (two uncaptured runs, then capture + replay). A full-KV
+step repeated rewrites one row; a windowed step with a full window shifts the window once per execution, so a
+capture on a real step lost two positions (data/results/h200_windowed.json; onnxruntime-genai's graph mode breaks
+the same way). A windowed decoder therefore captures each graph id first on a step that repeats harmlessly
+(`_capture_windowed`, position 0: nothing evicted); every real step is then one replay.
 
 Graph ids. Every decoder takes its own process-wide gpu_graph_id, so two pipelines never share one.
 Default: one id (one capture) for the decoder's life; every generation replays it. That is safe
@@ -153,13 +159,6 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
             f"this decoder's KV grows by Concat ({folder.decoder.path.name}, attention 'onnx'): use mode='eager' "
             "or build the fixture with --attention gqa"
         )
-    if modes.get(mode).capture and info.windowed:
-        raise ValueError(
-            f"mode {mode!r} is refused for {folder.decoder.path.name}: windowed KV (sliding_window_cache=1 on the "
-            "local layers' GroupQueryAttention) diverges under CUDA graph capture on onnxruntime 1.31 (measured "
-            "on an H200: data/results/h200_gpu_test_log_round2.txt; onnxruntime-genai's graph mode diverges "
-            "the same way): use mode='eager', or export with --extra_options windowed_kv_cache=false for graph/device"
-        )
     if info.kv_layout == "shared" and np.dtype(info.dtype) == np.float32:
         raise ValueError(
             "GroupQueryAttention has no float32 kernel on CUDA (fp16/bf16 only): build the fixture with "
@@ -230,6 +229,8 @@ class CudaDecoder(BoundDecoder):
         if self.mode != "eager" and (self.graph_per_generation or self.graph_id < 0):
             self.graph_id = next(_graph_ids)
             self.runs_this_graph = 0
+            if self.info.windowed:
+                self._capture_windowed()
         self.run_options = self._run_options(self.graph_id)
         if self.mode == "device":
             self.run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
@@ -262,6 +263,24 @@ class CudaDecoder(BoundDecoder):
         out = [self.cp.cuda.get_elapsed_time(a, b) for a, b in self.step_events]
         self.step_events.clear()
         return out
+
+    def _capture_windowed(self) -> None:
+        """Capture the new graph id on a harmless step (module docstring, "Windowed KV"): position 0, input zero,
+        mask [1, 0, ...]: seqlens_k 0, so no windowed layer evicts and each of onnxruntime's executions rewrites
+        row 0. Then forget it: position 0 and the mask cleared (the prefill writes every row it reads)."""
+        with self.stream:
+            self.kv.reset()
+            self.mask.fill(0)
+            self.mask.fill(1, 0, 1)
+            self.x_step.fill(0)
+            if self.name_pos:
+                self.pos_step.fill(0)
+            self.session.run_with_iobinding(self.io_step, self._run_options(self.graph_id))
+            self.mask.fill(0)
+        self.stream.synchronize()
+        self.steps_run += 1
+        self.runs_this_graph = ORT_WARMUP_RUNS + 1  # warm-ups and capture ran in that Run: later runs replay
+        self.captured += 1
 
     def _count_graph_run(self) -> None:
         """Which of onnxruntime's phases this run of the graph id was: warm-up (eager), capture, or replay."""
