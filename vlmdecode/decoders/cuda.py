@@ -12,7 +12,7 @@
 CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so kernels and
 replays are ordered without host syncs: a replay runs with `disable_synchronize_execution_providers`
 and device mode syncs only when it reads token ids (every `sync_every` tokens). Runs that execute the
-graph's nodes (eager mode, a graph id's warm-up and capture runs) let onnxruntime sync at their end: that
+graph's nodes (eager mode, a graph id's capturing run) let onnxruntime sync at their end: that
 is where it frees their CPU staging; deferred (no sync), onnxruntime 1.31 queues the release with
 cudaLaunchHostFunc, which failed on the H200 (CUDA error 201, logged by onnxruntime, eager mode).
 Capture rules (fixed addresses, fixed shapes, no host copies inside) are checked in `check_mode` with errors
@@ -63,7 +63,10 @@ from .cuda_kernels import MAX_SUPPRESS, argmax_blocks, device_kernels  # noqa: F
 
 MODES = tuple(m for m in modes.on("cuda", "pipeline") if modes.get(m).factory == "vlmdecode.decoders.cuda:build")
 EMBED_VIA = ("gather", "session")
-ORT_WARMUP_RUNS = 2  # onnxruntime's CUDA EP runs a graph id this many times uncaptured, then captures
+# onnxruntime-gpu 1.31 executes the first Run of a graph id three times inside that one call (twice uncaptured,
+# then captured; its log: "Start another run for necessary memory allocation or graph capture", measured in
+# data/results/h200_windowed.json); every later Run of the id replays the graph
+CAPTURE_RUN = 1
 _graph_ids = itertools.count(1)  # process-wide: two decoders never share a gpu_graph_id
 
 
@@ -141,7 +144,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
                                    "(device memory; mapped host memory for host sampling's logits)")
 
     def counters(self) -> dict:
-        eager = self.steps_run - self.captured - self.replayed  # warm-up runs of a graph id count as eager
+        eager = self.steps_run - self.captured - self.replayed
         return {"eager_steps": eager, "captured": self.captured, "replayed": self.replayed,
                 "graph_id": self.graph_id, "generations": self.generations}
 
@@ -163,14 +166,14 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
     def end_generation(self) -> None:
         if not self.graph_per_generation:
             return  # kept for the next generation; released with the session
-        if self.mode != "eager" and self.graph_id > 0 and self.runs_this_graph > ORT_WARMUP_RUNS:
+        if self.mode != "eager" and self.graph_id > 0 and self.runs_this_graph >= CAPTURE_RUN:
             self.stream.synchronize()
             self.session.release_captured_graph(self.graph_id)
 
     def run_step(self) -> None:
         """One decoder run over the bound buffers: a replay is queued on the stream (no sync)."""
-        if self.mode != "eager" and self.runs_this_graph > ORT_WARMUP_RUNS and self._ro_replay is not None:
-            self.run_options = self._ro_replay  # warm-ups and the capture are behind: this run replays
+        if self.mode != "eager" and self.runs_this_graph >= CAPTURE_RUN and self._ro_replay is not None:
+            self.run_options = self._ro_replay  # the capture is behind: this run replays
         if self.step_events is None:
             super().run_step()
         else:
@@ -206,16 +209,16 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
             self.mask.fill(0)
         self.stream.synchronize()
         self.steps_run += 1
-        self.runs_this_graph = ORT_WARMUP_RUNS + 1  # warm-ups and capture ran in that Run: later runs replay
+        self.runs_this_graph = CAPTURE_RUN  # the capture ran in that Run: later runs replay
         self.captured += 1
 
     def _count_graph_run(self) -> None:
-        """Which of onnxruntime's phases this run of the graph id was: warm-up (eager), capture, or replay."""
+        """Which of onnxruntime's phases this run of the graph id was: the capture (`CAPTURE_RUN`) or a replay."""
         self.runs_this_graph += 1
-        if self.runs_this_graph == ORT_WARMUP_RUNS + 1:
+        if self.runs_this_graph == CAPTURE_RUN:
             self.captured += 1
-        elif self.runs_this_graph > ORT_WARMUP_RUNS + 1:
-            self.replayed += 1  # runs 1..ORT_WARMUP_RUNS ran uncaptured: counters() counts them as eager
+        else:
+            self.replayed += 1
 
     # ---- host step (module docstring) -------------------------------------------------------------
     _scalars_at = -1  # the position whose scalars the last launch queued behind its run (-1: none)
@@ -281,12 +284,12 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
 
 def replay_ms(decoder: CudaDecoder, x: np.ndarray, n: int = 200) -> float:
     """Device time of one decode step with no host work between steps: the decode loop (`generate`, greedy)
-    runs prefill + warm-up, capture and a first replay; then n back-to-back runs of the bound step (replays in
+    runs prefill, the capture and first replays; then n back-to-back runs of the bound step (replays in
     graph/device mode, uncaptured launches in eager) inside the same generation, timed with CUDA events.
     Re-running the last step is idempotent (it rewrites the same KV row), so n runs measure n steps."""
     cp = decoder.cp
     with decoder.generation():
-        for _ in decoder.generate(x, ORT_WARMUP_RUNS + 3, Sampler(SamplingParams())):
+        for _ in decoder.generate(x, CAPTURE_RUN + 3, Sampler(SamplingParams())):
             pass
         ro = decoder._run_options(decoder.graph_id)
         ro.add_run_config_entry("disable_synchronize_execution_providers", "1")
