@@ -13,7 +13,8 @@ case "$1" in
     # coverage with the CUDA-only decoders counted (.ci/coverage-gpu.toml), when pytest-cov is installed
     COV=$(python3 -c "import pytest_cov" 2>/dev/null && echo "--cov=vlmdecode --cov-config=.ci/coverage-gpu.toml \
 --cov-report=term-missing")
-    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py tests/test_prompt_path_cuda.py -v \
+    python3 -m pytest -m cuda tests/test_cuda.py tests/test_sampling.py tests/test_prompt_path_cuda.py \
+        tests/test_host_step_cuda.py -v \
         -p no:cacheprovider -o addopts="" $COV \
         --junitxml="$OUT/gpu_tests.xml" 2>&1 | cat /tmp/gpu_info.txt - | tee "$OUT/gpu_test_log.txt"
     python3 -m vlmdecode.cli demo --max-new-tokens 24 2>&1 | tee "$OUT/gpu_demo_log.txt"
@@ -32,7 +33,8 @@ case "$1" in
     OUT="$OUT" python3 scripts/h200_native.py --parts timing_gemma3_1b_ctx4096,memory_gemma3_1b 2>&1 | grep -v "plugin EP"
     ;;
   host-overhead)  # the loop's per-token time vs the replayed step, graph and device, tiny (#13: graph <= 1.3x)
-    python3 scripts/h200_host_overhead.py "$OUT/h200_host_overhead_tiny.json" 2>&1 | grep -v "plugin EP"
+    BEFORE=$([ -f data/results/h200_host_overhead_tiny.json ] && echo "--before data/results/h200_host_overhead_tiny.json")
+    python3 scripts/h200_host_overhead.py "$OUT/h200_host_overhead_tiny.json" $BEFORE 2>&1 | grep -v "plugin EP"
     ;;
   graph-memory)
     python3 scripts/h200_graph_memory.py "$OUT/h200_graph_memory.json" 2>&1 | grep -v "plugin EP"

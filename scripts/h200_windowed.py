@@ -450,7 +450,11 @@ def main(argv: list[str]) -> int:
         print(f"{name:48s} first divergence vs full-KV eager: {s['first_divergence_vs_full_kv_eager']}"
               f"{'  ERROR' if s['error'] else ''}", flush=True)
     print(json.dumps(analysis, indent=1)[:6000], flush=True)
-    doc = {"script": "scripts/h200_windowed.py", "set": args.set, "device": args.device, "steps": args.steps,
+    sys.path.insert(0, str(ROOT))
+    from vlmdecode.profiling import provenance
+
+    doc = {"provenance": provenance(), "script": "scripts/h200_windowed.py", "set": args.set, "device": args.device,
+           "steps": args.steps,
            "git": os.environ.get("VLMDECODE_GIT_SHA"), "folder": FOLDER[args.device], "max_length": MAX_LENGTH,
            "summary": summary, "analysis": analysis, "results": results}
     name = "h200_windowed.json" if args.set == "cause" else "h200_windowed_fix.json"

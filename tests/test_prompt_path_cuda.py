@@ -82,8 +82,12 @@ def test_prefill_buffers_keep_their_addresses(folders):
     for seed in range(3):
         p.generate(PROMPT, image=demo_image(32, seed=seed), max_new_tokens=4, stop=())
     assert (b.x.ptr, b.ids.ptr, b.pos.ptr, b.logits.ptr) == before
-    pruned = vlmdecode.load(folders["pruned16"], "cuda", "graph").decoder
-    assert pruned.prefill_buffers.logits is pruned.logits_step
+    pruned = vlmdecode.load(folders["pruned16"], "cuda", "device").decoder
+    assert pruned.prefill_buffers.logits is pruned.logits_step  # one row: the step's own (device) buffer
+    host = vlmdecode.load(folders["pruned16"], "cuda", "graph")  # the step's logits are mapped host memory:
+    host.generate(PROMPT, max_new_tokens=2, stop=())  # the prompt's row gets its own device buffer
+    rows = host.decoder.prefill_buffers.logits
+    assert host.decoder.logits_step.mapped and not rows.mapped and rows.shape == (1, 1, TINY.vocab_size)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -46,7 +46,9 @@ class StepRecord:
     token: int
     text: str
     seconds: float  # host time inside the decode loop for this token: decoder work + sampling (step 0: prompt
-    #                 preparation + prefill + sampling); never the consumer's time between tokens
+    #                 preparation + prefill + sampling); never the consumer's time between tokens. A queue_ahead
+    #                 decoder (CUDA graph mode, decoders.base): the wait for this token's step, its pick and
+    #                 the launch of the next step, whose device time overlaps the consumer's
     detok_seconds: float  # host time of the detokenizer for this token
     h2d_bytes: int
     d2h_bytes: int

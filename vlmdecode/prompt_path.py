@@ -87,7 +87,9 @@ class PrefillBuffers:
             self.pos = allocate((1, n), np.int64, dev)
             d.transfers.upload(self.pos, np.arange(n, dtype=np.int64), "position")  # once, at set-up
         self.pruned = pruned_lm_head(d.folder)
-        self.logits: Buffer | None = d.logits_step if self.pruned else None
+        # pruned: one row; the step's own buffer unless that is mapped host memory (CUDA host sampling): the
+        # prompt's row stays on the device, where device-side pickers (native) read it
+        self.logits: Buffer | None = d.logits_step if self.pruned and not d.logits_step.mapped else None
         self.io = d.session.io_binding()
         self._keep = None
         self.fixed_kv = d.kv.layout == "shared"
@@ -100,8 +102,8 @@ class PrefillBuffers:
     def logits_for(self, length: int) -> Buffer:
         """The logits buffer of a prompt of `length` positions (grown, never shrunk, when unpruned)."""
         d = self.decoder
-        if not self.pruned and (self.logits is None or self.logits.shape[1] < length):
-            rows = min(-(-length // LOGITS_ROWS_STEP) * LOGITS_ROWS_STEP, d.max_length)
+        if self.logits is None or (not self.pruned and self.logits.shape[1] < length):
+            rows = 1 if self.pruned else min(-(-length // LOGITS_ROWS_STEP) * LOGITS_ROWS_STEP, d.max_length)
             self.logits = None  # free the smaller one before allocating
             self.logits = allocate((1, rows, d.vocab), d.dtype, d.device)
         return self.logits

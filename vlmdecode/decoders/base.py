@@ -10,6 +10,7 @@ with a factory in `vlmdecode.modes`.
              prefill(x, reuse=False)      x [1,S,H] | ids [1,S] (host) -> last position's logits [V] (host);
                                           resets the KV first; counts one `transfers` step
              step(x, reuse=False)         one input [1,1,H] | [[id]] -> logits [V]; counts one step
+                                          (bound decoders: launch(x), then collect(reuse))
              stream_ptr: int | None       the CUDA stream the pipeline's other sessions must run on
              prefill(prompt_path.Staged)  (bound decoders) the prompt the embedding model already wrote into
                                           `prefill_buffers.x` on the device
@@ -24,8 +25,11 @@ with a factory in `vlmdecode.modes`.
              token_input(token, step)     the host input that feeds `token` back (embedding row or id)
              position                     kv.position
 
-`generate` yields plain ints and does nothing else between yields: the pipeline times each `next()`
-(decoder work + sampling, never the consumer's time), and adds text, stop ids and records around it.
+`generate` yields plain ints and does no host work between yields: the pipeline times each `next()`
+(decoder work + sampling, never the consumer's time), and adds text, stop ids and records around it. A
+decoder with `queue_ahead` (CUDA host sampling) has the next step running on the device while the token is
+out: its `next()` waits for that step, picks, and launches the following one; when the consumer stops early,
+that last launched step is discarded (the KV position is one past the last token fed back).
 `transfers.steps[i]` holds the bytes of the step that produced token i (prefill for i = 0).
 `reuse=True` returns logits in the model's dtype in one host array the decoder owns (page-locked on
 CUDA), overwritten by the next prefill/step; the default returns a new float32 array.
@@ -154,6 +158,10 @@ class BoundDecoder(Decoder):
     # [1, t+1] prefix of the same buffer (no copy), so CPU GroupQueryAttention, whose work follows
     # total_sequence_length = mask.shape[1], attends over t+1 keys instead of max_length.
     static_mask = True
+    # True: `generate` launches the step fed with token i before yielding token i (module docstring); for
+    # decoders whose launch returns before the step is done (CUDA). False (CPU): a launch runs the whole
+    # step, so launching ahead would only hand each token over one step later.
+    queue_ahead = False
 
     def __init__(self, folder: ModelFolder, session, device: Device, transfers: Transfers | None = None,
                  max_length: int | None = None):
@@ -177,8 +185,10 @@ class BoundDecoder(Decoder):
         self.x_step = allocate(x_shape, self.dtype if info.drive == "embeds" else np.int64, device)
         self.pos_step = allocate((1, 1), np.int64, device)
         self.mask = allocate((1, self.max_length), np.int64, device)
-        self.logits_step = allocate((1, 1, self.vocab), self.dtype, device)
-        self.logits_host = host_array(self.vocab, self.dtype, device)  # [V]: reuse=True reads land here
+        self.logits_step = self._logits_buffer()
+        # [V]: reuse=True reads land here (a mapped logits_step is that array itself: the step writes it)
+        self.logits_host = (self.logits_step.array.reshape(-1) if self.logits_step.mapped
+                            else host_array(self.vocab, self.dtype, device))
         self.io_step = session.io_binding()
         self._bind_step(self.io_step)
         self.run_options = self._run_options(graph_id=-1)
@@ -192,6 +202,10 @@ class BoundDecoder(Decoder):
             moves.append(("h2d", 8, "position"))
         self.step_bytes = self.transfers.fixed(moves)
         self.prefill_buffers = PrefillBuffers(self)  # the prompt's buffers, reused by every prefill
+
+    def _logits_buffer(self) -> Buffer:
+        """The decode step's logits output [1,1,V] (a CUDA decoder that samples on the host maps it)."""
+        return allocate((1, 1, self.vocab), self.dtype, self.device)
 
     # ---- binding ---------------------------------------------------------------------------
     def _bind_step(self, io) -> None:
@@ -266,16 +280,54 @@ class BoundDecoder(Decoder):
                     f"{self.device} buffer at {ptr:#x}: the KV cache would round-trip"
                 )
 
+    def generate(self, x, max_new_tokens: int, sampler) -> Iterator[int]:
+        if not self.queue_ahead:
+            return super().generate(x, max_new_tokens, sampler)
+        return self._generate_ahead(x, max_new_tokens, sampler)
+
+    def _generate_ahead(self, x, max_new_tokens: int, sampler) -> Iterator[int]:
+        """Decoder.generate's tokens, with every step after the first launched before the token that feeds it
+        is yielded: the device runs it while the caller handles the token. The first token is yielded as soon
+        as it is picked; no step is launched past the last token."""
+        with self.generation():
+            self.transfers.steps.clear()
+            token = sampler.pick(self.prefill(x, reuse=True), 0)
+            if max_new_tokens < 1:
+                return
+            yield token
+            for step in range(1, max_new_tokens):
+                if step == 1:
+                    self.launch(self.token_input(token, 0))
+                token = sampler.pick(self.collect(reuse=True), step)
+                if step + 1 < max_new_tokens:
+                    try:
+                        nxt = self.token_input(token, step)
+                    except ValueError:  # e.g. the image soft token: hand it over first, as Decoder.generate does
+                        yield token
+                        raise
+                    self.launch(nxt)
+                yield token
+
     # ---- host-fed decode step -----------------------------------------------------------------
-    def feed(self, x: np.ndarray) -> None:
-        """Write the next input and its position/mask scalars into the bound buffers (bytes: step_bytes)."""
+    def feed(self, x: np.ndarray, stream: int | None = None) -> None:
+        """Write the next input and its position/mask scalars into the bound buffers (bytes: step_bytes); CUDA:
+        on `stream` (a stream pointer; None: the current stream)."""
+        t = self.check_room()
+        self.x_step.write(x, stream=stream)
+        self.write_scalars(t, stream)
+
+    def check_room(self) -> int:
+        """The position the next step writes; DecoderError when the KV cache is full."""
         t = self.kv.position
         if t >= self.max_length:
             raise DecoderError(f"KV cache full: position {t} reached max_length={self.max_length}")
-        self.x_step.write(x)
+        return t
+
+    def write_scalars(self, t: int, stream: int | None = None) -> None:
+        """The step at position t's scalars: position_ids = t (if bound) and mask slot t = 1."""
         if self.name_pos:
-            self.pos_step.write_scalar(t)
-        self.mask.write(self._one, offset=t)
+            self.pos_step.write_scalar(t, stream=stream)
+        self.mask.write(self._one, offset=t, stream=stream)
 
     def run_step(self) -> None:
         """Run one decode step over the bound buffers and advance the position."""
@@ -291,8 +343,16 @@ class BoundDecoder(Decoder):
         self.kv.advance(1)
 
     def step(self, x: np.ndarray, reuse: bool = False) -> np.ndarray:
+        self.launch(x)
+        return self.collect(reuse)
+
+    def launch(self, x: np.ndarray) -> None:
+        """The first half of `step`: feed `x` and run (on the CPU to completion; CUDA decoders only queue it)."""
         self.feed(x)
         self.run_step()
+
+    def collect(self, reuse: bool = False) -> np.ndarray:
+        """The second half of `step`: the launched step's logits [V] on the host, and its byte record."""
         out = self._read_logits(self.logits_step, reuse=reuse)
         self.transfers.add(self.step_bytes)
         return out
