@@ -22,10 +22,11 @@ each block recomputes from the [H] row) runs while the weights are in flight.
     advance              the token (argmax over the partials, or one sampled elsewhere) -> its embedding
                          row into the step's input, the ring of ids the host reads, the next position
 
-The source lives in `native.cuda_src` (common, gemv, attention, attn_split, advance), joined here in that order.
+The source lives in `native.cuda_src` (common, gemv, attention, attn_util, attn_split, advance), joined
+here in that order.
 Not here: launch geometry and buffers (`native.kernels`), the step's order (`native.decoder`).
 """
 
-from .cuda_src import advance, attention, attn_split, common, gemv
+from .cuda_src import advance, attention, attn_split, attn_util, common, gemv
 
-SOURCE = common.CODE + gemv.CODE + attention.CODE + attn_split.CODE + advance.CODE
+SOURCE = common.CODE + gemv.CODE + attention.CODE + attn_util.CODE + attn_split.CODE + advance.CODE
