@@ -172,12 +172,13 @@ KERNELS = {"gemv": gemv, "attention": attention, "advance": advance, "argmax_par
 
 # ---- the module -------------------------------------------------------------------------------------
 def fake_cupy():
-    state = types.SimpleNamespace(capture=None, launches=[])
+    state = types.SimpleNamespace(capture=None, launches=[], attrs=[])
 
     class Kernel:
         num_regs = 96
         shared_size_bytes = 512
         max_dynamic_shared_size_bytes = 0
+        kernel = types.SimpleNamespace(ptr=0)  # the CUfunction handle function attributes are set on
 
         def __init__(self, name):
             self.name = name
@@ -266,7 +267,8 @@ def fake_cupy():
     cp.RawModule = lambda code=None, options=(), name_expressions=None: types.SimpleNamespace(get_function=Kernel)
     runtime = types.SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1,
                                     memsetAsync=lambda p, v, n, s: ctypes.memset(int(p), v, int(n)))
-    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime,
+    driver = types.SimpleNamespace(funcSetAttribute=lambda fn, attr, value: state.attrs.append((attr, value)))
+    cp.cuda = types.SimpleNamespace(Device=Device, Stream=Stream, Event=Event, runtime=runtime, driver=driver,
                                     alloc_pinned_memory=lambda n: bytearray(n),
                                     get_current_stream=lambda: Stream())
     cp.state = state

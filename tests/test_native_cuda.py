@@ -472,6 +472,13 @@ def test_native_counters_and_one_capture(folders, image):
 
 
 CL = dict(attn_batch=8, attn_cluster=16, attn_clusters=1, attn_threads=128)  # attention_cl, the sweep's fastest
+CHUNKED = dict(attn_batch=0, attn_threads=256)  # the chunked attention kernel at its fastest measured shape
+
+
+def test_default_attention_is_cluster():
+    from vlmdecode.native import kernels as NK
+
+    assert all(getattr(NK.Shapes(), k) == v for k, v in CL.items())
 
 
 @pytest.mark.parametrize("attention", ["chunked", "cl"])
@@ -482,7 +489,7 @@ def test_native_pdl_equals_plain_launches(folders, image, attention):
 
     runs = {}
     for pdl in (True, False):
-        shapes = NK.Shapes(pdl=pdl, **(CL if attention == "cl" else {}))
+        shapes = NK.Shapes(pdl=pdl, **(CL if attention == "cl" else CHUNKED))
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         assert pipe.decoder.counters()["pdl"] is (pdl and int(cupy.cuda.Device().compute_capability) >= 90)
         _, x = pipe.prepare(PROMPT, image)
@@ -499,7 +506,7 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
     from vlmdecode.native import kernels as NK
 
     runs = []
-    for shapes in (NK.Shapes(), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
+    for shapes in (NK.Shapes(**CHUNKED), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         _, x = pipe.prepare(PROMPT, image)
         runs.append(_native_run(pipe, x, 40))
@@ -531,8 +538,8 @@ def test_native_windowed_export_equals_eager():
     assert len(case.ids) > 12 and len(case.tokens) >= 64
     eager = decode(vlmdecode.load(found[0], "cuda", "eager"), case)
     with pytest.raises(PlanError, match="only attention_cl reads rings"):
-        vlmdecode.load(found[0], "cuda", "native")  # the chunked kernel (default) reads rows by position
-    pipe = vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(**CL))
+        vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(**CHUNKED))  # reads rows by position
+    pipe = vlmdecode.load(found[0], "cuda", "native")  # attention_cl, the default
     assert pipe.decoder.ring_layers == [0, 1, 2, 3, 4]
     assert decode(pipe, case) == eager
 

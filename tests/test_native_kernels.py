@@ -60,10 +60,12 @@ def test_cluster_attention_geometry():
     assert K.cluster_splits(1072, None, 256, 256, 2, 8) == 72 and K.cluster_splits(1072, 512, 256, 256, 8, 8) == 8
     assert K.cluster_splits(1072, None, 256, 256, 8, 8, clusters=1) == 8
     assert K.cluster_name(256, 4, 2, 8, 8) == "attention_cl<256,4,2,8,8>"
-    sh = K.Shapes(attn_batch=4, attn_cluster=4)
+    sh = K.Shapes(attn_batch=4, attn_cluster=4, attn_clusters=0, attn_threads=256)
     assert K.attention_blocks(sh, 1072, 512, 256) == 16
-    assert K.attention_blocks(K.Shapes(attn_batch=8), 1072, 512, 256) == 8
-    assert K.attention_blocks(K.Shapes(), 1072, 512, 256) == 32
+    assert K.attention_blocks(K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=0, attn_threads=256), 1072, 512,
+                              256) == 8
+    assert K.attention_blocks(K.Shapes(attn_batch=0, attn_threads=256), 1072, 512, 256) == 32
+    assert K.attention_blocks(K.Shapes(), 1072, 512, 256) == 16  # the default: one cluster of 16 a KV head
     for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=512)):
         with pytest.raises(K.KernelShapeError):
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])

@@ -40,14 +40,14 @@ class Shapes:
     head: tuple = (8, 2, 0)  # grid-stride, <= 1024 blocks; PF 0 keeps more blocks resident (same file)
     slice_target: int = SLICE_TARGET
     attn_chunk: int = ATTN_CHUNK
-    attn_threads: int = ATTN_THREADS
+    attn_threads: int = 128
     attn_prefetch: bool = False  # attention_pf: each warp's K/V rows in registers first (chunk = KW x warps x KPW)
-    # attention_cl (attn_batch > 0; 0: attention / attention_pf): keys a sub-group of lanes holds at once,
-    # blocks a thread-block cluster, clusters a KV head (0: `cluster_splits`); threads: attn_threads. Needed for
-    # windowed KV buffers (rings); fastest in the attention sweep with (8, 16, 1) at 128 threads
-    attn_batch: int = 0
-    attn_cluster: int = 8
-    attn_clusters: int = 0
+    # attention_cl (attn_batch > 0; 0: the chunked attention / attention_pf): keys a sub-group of lanes holds at
+    # once, blocks a thread-block cluster, clusters a KV head (0: `cluster_splits`); threads: attn_threads. Reads
+    # windowed KV buffers (rings); the fastest in the attention sweep (h200_attention_sweep.json)
+    attn_batch: int = 8
+    attn_cluster: int = 16
+    attn_clusters: int = 1
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
 
@@ -320,11 +320,26 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
 
 
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
+
+
 def _allow_large_clusters(fn) -> None:
-    """Clusters of more than 8 blocks (sm_90 allows 16) need CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED."""
+    """Clusters of more than 8 blocks (sm_90 allows 16) need CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+    through CuPy's driver binding where it has one, else the driver itself."""
+    import cupy
+
+    func = int(fn.kernel.ptr)
+    set_attr = getattr(getattr(cupy.cuda, "driver", None), "funcSetAttribute", None)
+    if set_attr is not None:
+        try:
+            set_attr(func, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        except Exception as e:  # noqa: BLE001 - CuPy's CUDADriverError, named in the message
+            raise KernelShapeError(f"attention_cl: a cluster of more than 8 blocks was refused ({e})") from None
+        return
     import ctypes
 
-    rc = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(ctypes.c_void_p(int(fn.kernel.ptr)), ctypes.c_int(14),
+    rc = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(ctypes.c_void_p(func),
+                                                        ctypes.c_int(NON_PORTABLE_CLUSTER_SIZE_ALLOWED),
                                                         ctypes.c_int(1))
     if rc:
         raise KernelShapeError(f"attention_cl: a cluster of more than 8 blocks was refused (CUresult {rc})")
