@@ -1,10 +1,12 @@
-"""H200: the native step with and without programmatic dependent launch (`native.pdl`), side by side.
+"""H200: two variants of the native step side by side: with and without programmatic dependent launch
+(`native.pdl`; `--set pdl`, the default) or the chunked vs the cluster attention kernel (`--set attention`).
 
 gemma3-1b fp16 fused-cuda at context 1024 (KV capacity 1072) and tiny at context 128: per variant the
 replayed step without advance (200 replays, CUDA events), the greedy step with advance replayed back to
 back (per token), and the pipeline's steady per-token time (bench.pipeline_once), variants interleaved over
-rounds; the copy bandwidth and the floor of this run; greedy tokens of both variants over 64 steps (equal).
-Writes $OUT/h200_native_pdl.json. Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py
+rounds; the copy bandwidth and the floor of this run; greedy tokens of both variants over 64 steps, and each
+against onnxruntime eager teacher-forced (h200_native.parity). Writes $OUT/h200_native_<set>.json.
+Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention]
 """
 
 from __future__ import annotations
@@ -19,8 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import h200_native as hn  # noqa: E402  (fixtures, provenance, timing helpers; nothing runs at import)
 
+# variant sets: name -> Shapes overrides, measured interleaved on the same decoder (rebuilt between them)
+SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
+        "attention": {"chunked": {"attn_batch": 0, "attn_threads": 256},
+                      "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}}}
 
-def compare(pipe, x, context, capacity, rounds=5):
+
+def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):
     from vlmdecode import bench
     from vlmdecode.native.kernels import Shapes
 
@@ -29,24 +36,27 @@ def compare(pipe, x, context, capacity, rounds=5):
     out: dict = {"shapes": str(base), "context": context, "kv_capacity": capacity, "variants": {}}
     tokens = {}
     once = bench.pipeline_once(pipe, context, 48, 8)
+    names = list(variants)
     for r in range(rounds):
-        for pdl in ((False, True) if r % 2 == 0 else (True, False)):
-            dec.rebuild(Shapes(**{**base.__dict__, "pdl": pdl}))
-            v = out["variants"].setdefault("pdl" if pdl else "plain", {"replay_ms": [], "greedy_ms": [],
-                                                                       "pipeline_ms": []})
+        for name in (names if r % 2 == 0 else names[::-1]):
+            dec.rebuild(Shapes(**{**base.__dict__, **variants[name]}))
+            v = out["variants"].setdefault(name, {"replay_ms": [], "greedy_ms": [], "pipeline_ms": []})
             dec.prepare_timing(x)
             v["replay_ms"].append(dec.replay_ms(200))
             v["greedy_ms"].append(dec.replay_ms(capacity - context - 8, greedy=True))
             v["pipeline_ms"].append(once()["steady"])
             if r == 0:
-                tokens[pdl] = pipe.generate_from_embeds(x, max_new_tokens=min(64, capacity - context - 1),
-                                                        stop=()).tokens
+                tokens[name] = pipe.generate_from_embeds(x, max_new_tokens=min(64, capacity - context - 1),
+                                                         stop=()).tokens
+                p = hn.parity(pipe, x, min(64, capacity - context - 1))  # vs onnxruntime eager, teacher-forced
+                v["vs_onnxruntime"] = {k: p.get(k) for k in ("steps", "first_divergence", "at_divergence",
+                                                             "max_logit_err_vs_ort")}
     for v in out["variants"].values():
         for k in ("replay_ms", "greedy_ms", "pipeline_ms"):
             v[k + "_median"] = float(np.median(v[k]))
-    out["tokens_equal"] = tokens[True] == tokens[False]
+    out["tokens_equal"] = tokens[names[0]] == tokens[names[1]]
     var = out["variants"]
-    out["pdl_over_plain"] = var["pdl"]["pipeline_ms_median"] / var["plain"]["pipeline_ms_median"]
+    out[f"{names[1]}_over_{names[0]}"] = var[names[1]]["pipeline_ms_median"] / var[names[0]]["pipeline_ms_median"]
     dec.rebuild(base)
     return out
 
@@ -70,14 +80,15 @@ def main() -> None:
     weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, hn.CONTEXT)
     res["gemma3_1b_floor_ms"] = (weight + kv) / bw * 1e3
     x = pipe.embed(prompt_ids(hn.CONTEXT), None)
-    res["gemma3-1b"] = compare(pipe, x, hn.CONTEXT, hn.CAPACITY)
+    which = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "pdl"
+    res["gemma3-1b"] = compare(pipe, x, hn.CONTEXT, hn.CAPACITY, variants=SETS[which])
     print("gemma3-1b", json.dumps({k: v for k, v in res["gemma3-1b"].items() if k != "variants"}),
           medians(res["gemma3-1b"]), flush=True)
     tiny = vlmdecode.load(hn.fixture("tiny", "fused-cuda"), "cuda", "native", max_length=192)
-    res["tiny"] = compare(tiny, tiny.embed(prompt_ids(128), None), 128, 192, rounds=7)
+    res["tiny"] = compare(tiny, tiny.embed(prompt_ids(128), None), 128, 192, rounds=7, variants=SETS[which])
     print("tiny", medians(res["tiny"]), "tokens equal", res["tiny"]["tokens_equal"], flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)
-    (hn.OUT / "h200_native_pdl.json").write_text(json.dumps(res, indent=2, default=str))
+    (hn.OUT / f"h200_native_{which}.json").write_text(json.dumps(res, indent=2, default=str))
 
 
 if __name__ == "__main__":
