@@ -224,7 +224,9 @@ plt.show()
 # paid alone): here it is longer than the replayed step. `planned_MB` is what each launch accounts for; where
 # `dram_MB` is smaller the L2 held the data (attention's KV). Look at `of_copy_bw` and `us_each`: the LM head
 # streams near the copy bandwidth, gate|up and down at about half of it, QKV and o far below; attention moves
-# almost nothing from DRAM yet takes a quarter of the step: it is latency-bound.
+# almost nothing from DRAM yet takes a quarter of the step: it is latency-bound. (Profiled with the chunked
+# attention kernel, before `attention_cl` became the default: `data/results/h200_native_attention.json` has the
+# step with each.)
 
 # %%
 ncu = results_native.ncu_classes()
