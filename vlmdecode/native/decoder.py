@@ -41,6 +41,7 @@ from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
 from . import kernels as K
 from .pdl import supported as pdl_supported
 from .plan import DecoderPlan, PlanError
+from .timing import StepTiming
 
 KERNELS_PER_LAYER = 5
 
@@ -75,7 +76,7 @@ def check_plan(plan: DecoderPlan, max_length: int) -> None:
         raise PlanError(f"{plan.source}: {plan.num_heads} query heads do not group over {plan.num_kv_heads} KV heads")
 
 
-class NativeDecoder(Decoder):
+class NativeDecoder(StepTiming, Decoder):
     """`vlmdecode.load(dir, "cuda", mode="native")`'s decoder (the `decoders.base` contract): generate() is the
     device loop; prefill() is onnxruntime's; step() is one host-fed native step (the body graph)."""
 
@@ -414,58 +415,6 @@ class NativeDecoder(Decoder):
             with self.copy_stream:  # token i, read while step i + 1 runs
                 tok = int(self.ring.copy_to_host(1, i % 2, self.ring_host[:1])[0])
             yield self._check(tok, i)
-
-    # ---- measurement -------------------------------------------------------------------------------
-    def prepare_timing(self, x) -> int:
-        """Prefill x and pick the first token (greedy), leaving the decoder mid-sequence for the timing helpers."""
-        from ..sampling import SamplingParams
-
-        with self.stream:
-            S = self._start(x, Sampler(SamplingParams()))
-        self.stream.synchronize()
-        return S
-
-    def replay_ms(self, n: int = 200, greedy: bool = False) -> float:
-        """Device ms of one captured step, n replays back to back after one warm replay. Without advance
-        (default) the replays are idempotent: the same position is recomputed and its KV row rewritten.
-        greedy: the step with advance, each replay one token further on the device (n + 1 positions must fit
-        in the KV capacity; the host position is not advanced: prepare_timing again before anything else).
-        Call after prepare_timing."""
-        cp = self.cp
-        if greedy and self.kv.position + n + 1 > self.max_length:
-            raise DecoderError(f"{n + 1} greedy replays from position {self.kv.position} pass max_length "
-                               f"{self.max_length}")
-        g = self.graph(greedy)
-        with self.stream:
-            g.launch(self.stream)
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(n):
-                g.launch(self.stream)
-            end.record()
-            end.synchronize()
-        self.replayed += n + 1
-        return cp.cuda.get_elapsed_time(start, end) / n
-
-    def kernel_ms(self, repeats: int = 20) -> list[dict]:
-        """Per-kernel device ms of an uncaptured step (median of `repeats`, CUDA events around each launch),
-        with the bytes each must move. Call after prepare_timing; the step is not advanced."""
-        cp = self.cp
-        times: list[list[float]] = [[] for _ in self.body]
-        with self.stream:
-            for _ in range(repeats):
-                ev = [cp.cuda.Event() for _ in range(len(self.body) + 1)]
-                ev[0].record()
-                for i, launch in enumerate(self.body):
-                    launch()
-                    ev[i + 1].record()
-                ev[-1].synchronize()
-                for i in range(len(self.body)):
-                    times[i].append(cp.cuda.get_elapsed_time(ev[i], ev[i + 1]))
-                self.uncaptured_steps += 1
-        return [{"kernel": b.name, "ms": float(np.median(t)), "bytes": b.nbytes,
-                 "tb_per_s": b.nbytes / (np.median(t) * 1e-3) / 1e12}
-                for b, t in zip(self.body, times)]
 
 
 def build(folder: ModelFolder, device, mode: str = "native", *, max_length: int | None = None, threads: int = 0,
