@@ -72,11 +72,12 @@ class PdlLaunch:
         self._cfg = _Config(grid=(ctypes.c_uint * 3)(*grid), block=(ctypes.c_uint * 3)(*block), shared=shared,
                             stream=None, attrs=ctypes.pointer(self._attr), num_attrs=1)
         self._launch = _lib().cuLaunchKernelEx
-
-    def __call__(self) -> None:
         import cupy
 
-        self._cfg.stream = cupy.cuda.get_current_stream().ptr or None
+        self._current_stream = cupy.cuda.get_current_stream  # looked up once: sampling launches advance per token
+
+    def __call__(self) -> None:
+        self._cfg.stream = self._current_stream().ptr or None
         rc = self._launch(ctypes.byref(self._cfg), self._func, self._params, None)
         if rc:
             msg = ctypes.c_char_p()
