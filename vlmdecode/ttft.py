@@ -28,7 +28,9 @@ import numpy as np
 
 from .prompt_path import PHASES
 
-CUDA_MODES = ("eager", "graph", "device", "tokenid-graph", "genai-eager", "genai-graph")
+CUDA_MODES = ("eager", "graph", "device", "tokenid-graph", "native", "native-ort", "genai-eager", "genai-graph")
+# native: the native decoder with the native prefill (native.prefill); native-ort: the same decoder, onnxruntime's
+NATIVE_PREFILL = {"native": "native", "native-ort": "onnxruntime"}
 CPU_MODES = ("resident", "genai")
 CONTEXTS = {"tiny": [128], "small": [256, 1024], "gemma3-1b": [1024]}
 IMAGE_TEXT_TOKENS = 16
@@ -180,6 +182,9 @@ def _once(vlmdecode, folder_dir, dev, mode, loaded, capacity, ids, px):
     if mode not in loaded:
         if mode == "tokenid-graph":
             loaded[mode] = vlmdecode.load(folder_dir / "text", str(dev), "graph", max_length=capacity)
+        elif mode in NATIVE_PREFILL:
+            loaded[mode] = vlmdecode.load(folder_dir, str(dev), "native", max_length=capacity,
+                                          prefill=NATIVE_PREFILL[mode])
         else:
             loaded[mode] = vlmdecode.load(folder_dir, str(dev), None if mode == "resident" else mode,
                                           max_length=capacity)

@@ -44,6 +44,7 @@ from .plan import DecoderPlan, PlanError
 from .timing import StepTiming
 
 KERNELS_PER_LAYER = 5
+PREFILLS = ("onnxruntime", "native")  # who runs the prompt (module docstring)
 
 
 def folder_plan(folder: ModelFolder) -> DecoderPlan:
@@ -83,12 +84,15 @@ class NativeDecoder(StepTiming, Decoder):
     mode = "native"
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
-                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = False):
+                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = False,
+                 prefill: str = "onnxruntime"):
         import cupy
 
         self.cp = cupy
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        if prefill not in PREFILLS:
+            raise ValueError(f"prefill must be one of {PREFILLS}, got {prefill!r}")
         plan = folder_plan(folder) if plan is None else plan
         check_plan(plan, check_max_length(folder, max_length))
         if folder.info.kv_layout != "shared":
@@ -118,7 +122,12 @@ class NativeDecoder(StepTiming, Decoder):
         self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
         with self.stream:
             self._upload(plan)
+        self.prefill_mode, self._native_prefill = prefill, None
         self.rebuild(shapes or K.Shapes())
+        if prefill == "native":
+            from .prefill import NativePrefill
+
+            self._native_prefill = NativePrefill(self)
 
     def rebuild(self, shapes: K.Shapes) -> None:
         """(Re)make the step's buffers and launches with these block shapes; the weights stay. Drops the
@@ -128,6 +137,8 @@ class NativeDecoder(StepTiming, Decoder):
                             "(a ring); only attention_cl reads rings: use Shapes(attn_batch > 0)")
         self.shapes = shapes
         self._graphs: dict[bool, object] = {}
+        if self._native_prefill is not None:
+            self._native_prefill.graphs.clear()  # they point into the buffers made again here
         with self.stream:
             self._buffers(self.plan)
             self._build(self.plan)
@@ -285,10 +296,21 @@ class NativeDecoder(StepTiming, Decoder):
 
     # ---- the contract's host-fed entry points ------------------------------------------------------
     def prefill(self, x, reuse: bool = False) -> np.ndarray:
-        """onnxruntime's prefill into the shared KV buffers (module docstring); last position's logits."""
-        out = self.ort.prefill(x, reuse)
-        self._ring_after_prefill()
-        return out
+        """The prompt into the shared KV buffers (module docstring); the last position's logits [V] on the host."""
+        if self._native_prefill is None:
+            out = self.ort.prefill(x, reuse)
+            self._ring_after_prefill()
+            return out
+        self.transfers.begin()
+        try:
+            with self.stream:
+                self.n_suppress.fill(0)
+                self._native_prefill(x)
+                out = self.logits.get(stream=self.stream)
+            self.transfers.note("d2h", self.logits.nbytes, "logits")
+        finally:
+            self.transfers.end()
+        return out if reuse else out.astype(np.float32)
 
     def _ring_after_prefill(self) -> None:
         """onnxruntime keeps a windowed layer's last C positions in rows [0, C), oldest first (shifting left
@@ -339,19 +361,26 @@ class NativeDecoder(StepTiming, Decoder):
             self.advance_greedy()
 
     def _start(self, x, sampler: Sampler) -> int:
-        """Prefill through onnxruntime, then pick the first token from its last row on the device."""
-        logits, last = self.ort.prefill_on_device(x)  # last: offset of the last position's row
-        self._ring_after_prefill()
-        self.mark("prefill")
-        S = self.kv.position
-        self.n_dev.fill(0)
-        self.t_dev.fill(S)
+        """Prefill (onnxruntime's or native), then pick the first token from its last row on the device."""
         ids = sampler.params.suppress  # the head kernel's argmax skips them (read from the device each step)
         if len(ids) > MAX_SUPPRESS:
             raise ValueError(f"native mode suppresses at most {MAX_SUPPRESS} token ids, got {len(ids)}")
         if ids:
             self.suppress[: len(ids)] = self.cp.asarray(ids, dtype=self.cp.int64)  # on the decoder's stream
         self.n_suppress.fill(len(ids))
+        if self._native_prefill is not None:  # the head launch ends the prefill: logits + argmax partials
+            S = self._native_prefill(x)
+            self.mark("prefill")
+            self.n_dev.fill(0)
+            self.t_dev.fill(S)
+            self._pick(self.logits, sampler, 0)
+            return S
+        logits, last = self.ort.prefill_on_device(x)  # last: offset of the last position's row
+        self._ring_after_prefill()
+        self.mark("prefill")
+        S = self.kv.position
+        self.n_dev.fill(0)
+        self.t_dev.fill(S)
         self._pick(logits.array.reshape(-1)[last: last + self.vocab], sampler, 0, prefill=True)
         return S
 
