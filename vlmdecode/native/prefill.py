@@ -68,58 +68,70 @@ def attention_chunks(Sb: int, window: int | None, q_chunk: int = Q_CHUNK, align:
     return out
 
 
-def _set_workspace(handle: int, buf) -> None:
-    """cublasSetWorkspace_v2 through the library CuPy already loaded (CuPy binds no setter)."""
+def _libcublas():
+    """The cuBLAS library CuPy already loaded (its own binding refuses calls during a stream capture, which
+    cuBLAS itself supports with a user workspace: cuBLAS docs, "CUDA Graphs Support")."""
     for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
         try:
-            lib = ctypes.CDLL(name)
-            break
+            return ctypes.CDLL(name)
         except OSError:
             continue
-    else:
-        raise RuntimeError("native prefill: libcublas not found (CuPy's CUDA 13 build ships it)")
-    rc = lib.cublasSetWorkspace_v2(ctypes.c_void_p(handle), ctypes.c_void_p(int(buf.data.ptr)),
-                                   ctypes.c_size_t(int(buf.nbytes)))
-    if rc:
-        raise RuntimeError(f"native prefill: cublasSetWorkspace failed (status {rc})")
+    raise RuntimeError("native prefill: libcublas not found (CuPy's CUDA 13 build ships it)")
 
 
 class Blas:
-    """Row-major GEMMs on the current CuPy stream: a private cuBLAS handle with its own workspace, fp16 inputs,
-    fp32 accumulation (CUBLAS_COMPUTE_32F), fp16 or fp32 outputs. Pointers are raw addresses."""
+    """Row-major GEMMs on one stream: a private cuBLAS handle bound to it once, with its own workspace, fp16
+    inputs, fp32 accumulation (CUBLAS_COMPUTE_32F), fp16 or fp32 outputs; called through ctypes, so the calls
+    can be captured. Pointers are raw addresses."""
 
-    def __init__(self, cp):
+    def __init__(self, cp, stream):
         from cupy_backends.cuda.libs import cublas
 
-        self.cublas = cublas
-        self.handle = cublas.create()
+        lib = self.lib = _libcublas()
+        self.handle = ctypes.c_void_p(cublas.create())
         self.workspace = cp.empty(WORKSPACE, cp.uint8)
-        _set_workspace(self.handle, self.workspace)
+        for what, rc in (("cublasSetStream", lib.cublasSetStream_v2(self.handle, ctypes.c_void_p(stream.ptr))),
+                         ("cublasSetWorkspace", lib.cublasSetWorkspace_v2(
+                             self.handle, ctypes.c_void_p(int(self.workspace.data.ptr)),
+                             ctypes.c_size_t(WORKSPACE)))):
+            if rc:
+                raise RuntimeError(f"native prefill: {what} failed (cuBLAS status {rc})")
         self._scalars: dict[float, np.ndarray] = {}
 
-    def _s(self, v: float) -> int:
+    def _s(self, v: float):
         if v not in self._scalars:
             self._scalars[v] = np.array([v], np.float32)  # host pointer mode: read at call (capture) time
-        return int(self._scalars[v].ctypes.data)
+        return ctypes.c_void_p(int(self._scalars[v].ctypes.data))
+
+    @staticmethod
+    def _check(rc: int, what: str) -> None:
+        if rc:
+            raise RuntimeError(f"native prefill: {what} failed (cuBLAS status {rc})")
 
     def linear(self, x: int, w: int, y: int, m: int, n: int, k: int, out32: bool) -> None:
         """y [m, n] = x [m, k] @ w [n, k]^T (w: the native [out, in] rows)."""
-        self.cublas.gemmEx(self.handle, OP_T, OP_N, n, m, k, self._s(1.0), w, R_16F, k, x, R_16F, k, self._s(0.0),
-                           y, R_32F if out32 else R_16F, n, COMPUTE_32F, GEMM_DEFAULT)
+        P, I = ctypes.c_void_p, ctypes.c_int
+        self._check(self.lib.cublasGemmEx(self.handle, I(OP_T), I(OP_N), I(n), I(m), I(k), self._s(1.0), P(w),
+                                          I(R_16F), I(k), P(x), I(R_16F), I(k), self._s(0.0), P(y),
+                                          I(R_32F if out32 else R_16F), I(n), I(COMPUTE_32F), I(GEMM_DEFAULT)),
+                    "cublasGemmEx")
+
+    def _batched(self, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, c, ctype, ldc, sc, batch) -> None:
+        P, I, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        self._check(self.lib.cublasGemmStridedBatchedEx(
+            self.handle, I(ta), I(tb), I(m), I(n), I(k), self._s(alpha), P(a), I(R_16F), I(lda), L(sa), P(b),
+            I(R_16F), I(ldb), L(sb), self._s(0.0), P(c), I(ctype), I(ldc), L(sc), I(batch), I(COMPUTE_32F),
+            I(GEMM_DEFAULT)), "cublasGemmStridedBatchedEx")
 
     def scores(self, k: int, q: int, c: int, Tk: int, Qc: int, D: int, q_stride: int, ldK: int, c_stride: int,
                batch: int, scale: float) -> None:
         """c[b] [Qc, Tk] (ld ldK, fp32) = scale * q[b] [Qc, D] @ k [Tk, D]^T for b < batch (k shared)."""
-        self.cublas.gemmStridedBatchedEx(self.handle, OP_T, OP_N, Tk, Qc, D, self._s(scale), k, R_16F, D, 0,
-                                         q, R_16F, D, q_stride, self._s(0.0), c, R_32F, ldK, c_stride, batch,
-                                         COMPUTE_32F, GEMM_DEFAULT)
+        self._batched(OP_T, OP_N, Tk, Qc, D, scale, k, D, 0, q, D, q_stride, c, R_32F, ldK, c_stride, batch)
 
     def mix(self, p: int, v: int, out: int, Tk: int, Qc: int, D: int, ldK: int, p_stride: int, ld_out: int,
             batch: int) -> None:
         """out[b] [Qc, D] (ld ld_out, b-th block of D columns) = p[b] [Qc, Tk] (ld ldK) @ v [Tk, D] (v shared)."""
-        self.cublas.gemmStridedBatchedEx(self.handle, OP_N, OP_N, D, Qc, Tk, self._s(1.0), v, R_16F, D, 0,
-                                         p, R_16F, ldK, p_stride, self._s(0.0), out, R_16F, ld_out, D, batch,
-                                         COMPUTE_32F, GEMM_DEFAULT)
+        self._batched(OP_N, OP_N, D, Qc, Tk, 1.0, v, D, 0, p, ldK, p_stride, out, R_16F, ld_out, D, batch)
 
 
 _modules: dict = {}
@@ -148,7 +160,7 @@ class NativePrefill:
         self.rows = -(-dec.max_length // bucket_step) * bucket_step  # ldS: rows of every scratch buffer
         self.q_chunk = min(q_chunk, self.rows)
         self.fns = _functions(cp)
-        self.blas = Blas(cp)
+        self.blas = Blas(cp, dec.stream)
         R, grp = self.rows, nq // nkv
         e = lambda shape, dt=cp.float16: cp.zeros(shape, dt)  # noqa: E731
         with dec.stream:
