@@ -37,8 +37,8 @@ def folders(tmp_path_factory):
 
 def _pair(folder, **kw):
     """(native decoder with onnxruntime's prefill, the same with the native prefill)."""
-    a = vlmdecode.load(folder, "cuda", "native", max_length=MAX_LENGTH, **kw)
-    b = vlmdecode.load(folder, "cuda", "native", max_length=MAX_LENGTH, prefill="native", **kw)
+    a = vlmdecode.load(folder, "cuda", "native", max_length=MAX_LENGTH, prefill="onnxruntime", **kw)
+    b = vlmdecode.load(folder, "cuda", "native", max_length=MAX_LENGTH, **kw)  # prefill="native": the default
     return a, b
 
 
@@ -133,9 +133,33 @@ def test_native_prefill_windowed_export_equals_eager():
         pytest.skip("tests/data/exported/builder-text-fp16-cuda is not in this checkout")
     (case,) = cases(found[0])
     eager = decode(vlmdecode.load(found[0], "cuda", "eager"), case)
-    pipe = vlmdecode.load(found[0], "cuda", "native", prefill="native")
+    pipe = vlmdecode.load(found[0], "cuda", "native")
     assert pipe.decoder.ring_layers == [0, 1, 2, 3, 4] and len(case.ids) > 12
     assert decode(pipe, case) == eager
+    for mode in ("eager", "graph", "device"):  # onnxruntime's decoders, the native prefill in onnxruntime's rows
+        pipe = vlmdecode.load(found[0], "cuda", mode, prefill="native")
+        assert pipe.decoder.native._native_prefill.windowed == 2
+        assert decode(pipe, case) == eager, mode
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "device"])
+@pytest.mark.parametrize("layout", ["fp16", "fusedcuda16"])
+def test_onnxruntime_modes_with_the_native_prefill(folders, layout, mode):
+    """CudaDecoder(prefill="native"): the same first-row logits as its own onnxruntime prefill (fp16 tolerance)
+    and the same tokens through the pipeline up to the first near tie of the two."""
+    image, n = demo_image(32), 48
+    a = vlmdecode.load(folders[layout], "cuda", mode, max_length=MAX_LENGTH)
+    b = vlmdecode.load(folders[layout], "cuda", mode, max_length=MAX_LENGTH, prefill="native")
+    H = a.folder.info.hidden_size
+    x = (np.random.default_rng(5).standard_normal((1, 70, H)) * 0.5).astype(np.float16)
+    ra, rb = a.decoder.prefill(x), b.decoder.prefill(x)
+    assert np.abs(rb - ra).max() < 2e-2 * max(1.0, np.abs(ra).max())
+    assert b.decoder.position == 70 and b.decoder.native._native_prefill.captured == 1
+    want = a.generate(PROMPT, image=image, max_new_tokens=n, stop=()).tokens
+    got = b.generate(PROMPT, image=image, max_new_tokens=n, stop=()).tokens
+    d = next((i for i in range(n) if got[i] != want[i]), None)
+    assert d is None or d >= 8, f"{mode}: native-prefill tokens differ from onnxruntime-prefill tokens at step {d}"
+    print(f"{layout} {mode}: tokens equal over {n if d is None else d} steps")
 
 
 def test_native_prefill_sampling_reproducible(folders):

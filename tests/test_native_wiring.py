@@ -7,9 +7,11 @@ is tested on a GPU (tests/test_native_cuda.py)."""
 from __future__ import annotations
 
 import sys
+import types
 
 import native_emulator as emu  # tests/ is on sys.path (pytest's rootdir insertion)
 import numpy as np
+import prefill_emulator as pemu
 import pytest
 
 from vlmdecode.buffers import allocate
@@ -18,6 +20,7 @@ from vlmdecode.kvcache import FixedKV
 from vlmdecode.modelfolder import ModelFolder
 from vlmdecode.native import decoder as ND
 from vlmdecode.native import kernels as K
+from vlmdecode.native import prefill as NP
 from vlmdecode.native.numpy_exec import NumpyDecoder
 from vlmdecode.native.plan import PlanError
 from vlmdecode.profiling import prompt_ids
@@ -44,7 +47,10 @@ class FakeOrt:
         caps = self.capacities or [self.max_length] * info.num_layers
         self.kv = FixedKV(caps, info.num_kv_heads, info.head_size, self.max_length, np.float16, self.device)
         self.ref = self.cache = None
-        self.prefill_buffers = None  # the prompt path's staging (not used here)
+        embeds = info.drive == "embeds"  # the prompt path's staging: what the native prefill reads
+        x = allocate((1, self.max_length, info.hidden_size) if embeds else (1, self.max_length),
+                     np.float16 if embeds else np.int64, self.device)
+        self.prefill_buffers = types.SimpleNamespace(x=x)
 
     def prefill_on_device(self, x):
         self.kv.reset()
@@ -68,7 +74,10 @@ def fake(monkeypatch):
     cp = emu.fake_cupy()
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setattr(K, "_modules", {})  # never leave emulated kernels in the real cache
+    monkeypatch.setattr(NP, "_modules", {})
     monkeypatch.setattr(ND, "CudaDecoder", FakeOrt)
+    cp.cublas = pemu.install(cp)
+    monkeypatch.setattr(NP, "_libcublas", lambda: cp.cublas)
     return cp
 
 
@@ -86,8 +95,9 @@ def folders(tmp_path_factory):
             for name, kw in CONFIGS.items() for layout in ("unfused", "fused-cuda")}
 
 
-def _decoder(folder, shapes=None, sync_every=3):
-    dec = ND.build(ModelFolder.load(folder), FakeDevice(), "native", sync_every=sync_every, shapes=shapes)
+def _decoder(folder, shapes=None, sync_every=3, prefill="onnxruntime"):
+    dec = ND.build(ModelFolder.load(folder), FakeDevice(), "native", sync_every=sync_every, shapes=shapes,
+                   prefill=prefill)
     dec.ort.ref = NumpyDecoder(dec.plan, dec.max_length, np.float64)
     return dec
 
@@ -197,3 +207,81 @@ def test_refusals(fake, folders, tmp_path):
     plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))
     with pytest.raises(PlanError, match="rotary table"):
         ND.check_plan(plan, plan.layers[0].rope_cos.shape[0] + 1)
+
+
+# ---- the native prefill (native.prefill: cuBLAS and its row kernels emulated, tests/prefill_emulator.py) --------
+def _kv_rows(kv, S, layout):
+    """Per layer, K and V of positions 0..S-1 as the buffer holds them: rows = positions (full), the ring
+    (row p % C) or onnxruntime's rows (the last C positions at rows 0.. in order)."""
+    out = []
+    for buf in (b for pair in zip(kv.keys, kv.values) for b in pair):
+        a = np.asarray(buf.array, np.float64)[0]
+        C = a.shape[1]
+        if C >= S:
+            out.append((np.arange(S), a[:, :S]))
+        else:
+            p = np.arange(S - C, S)
+            out.append((p, a[:, p % C] if layout == "ring" else a[:, :C]))
+    return out
+
+
+@pytest.mark.parametrize("config,layout,S", [("tiny", "unfused", 10), ("tiny", "fused-cuda", 64),
+                                             ("split-k", "fused-cuda", 70), ("split-k", "unfused", 1)])
+def test_native_prefill_follows_numpy_exec(fake, folders, config, layout, S):
+    """The prefill's GEMMs (column-major cuBLAS calls), row kernels and the hand-off to the step's head: the last
+    position's logits, every KV row and the decode steps after it follow numpy_exec's float64 run."""
+    dec = _decoder(folders[config, layout], sync_every=1, prefill="native")
+    plan, ref = dec.plan, NumpyDecoder(dec.plan, dec.max_length, np.float64)
+    table = np.asarray(dec.table)
+    ids = prompt_ids(S + 1)[:, :S]
+    x = table[ids] if plan.drive == "embeds" else ids
+    inputs = x[0].astype(np.float64) if plan.drive == "embeds" else x[0]
+    cache = ref.new_cache()
+    want = ref.forward(inputs, cache)[-1]
+    got = dec.prefill(x)
+    assert np.abs(got - want).max() < 2e-2 * np.abs(want).max()
+    assert dec.position == S and dec.transfers.steps[-1].h2d == x.nbytes
+    for (pos, rows), kv in zip(_kv_rows(dec.kv, S, "ring"), [c for pair in zip(cache.keys, cache.values)
+                                                               for c in pair]):
+        assert np.abs(rows - kv[:, pos]).max() < 2e-2 * max(1.0, np.abs(kv).max())
+    pf = dec._native_prefill
+    assert (pf.eager, pf.captured, pf.replayed) == (1, 1, 0)
+    assert np.array_equal(dec.prefill(x), got) and pf.replayed == 1  # the bucket's graph = its eager run
+    toks, cache = [], ref.new_cache()
+    ref.forward(inputs, cache)
+    for tok in dec.generate(x, 5, Sampler(SamplingParams())):
+        toks.append(tok)
+        if len(toks) > 1:
+            r = ref.forward(table[toks[-2]][None].astype(np.float64) if plan.drive == "embeds"
+                            else np.array([toks[-2]]), cache)[-1]
+            assert np.abs(np.asarray(dec.logits, np.float64) - r).max() < 2e-2 * np.abs(r).max(), len(toks)
+    assert pf.replayed == 2 and "cublas_batched" in fake.cublas.calls
+
+
+@pytest.mark.parametrize("serving", [False, True])
+def test_native_prefill_windowed_rows(fake, folders, serving):
+    """Local layers whose KV buffer holds exactly their window, a prompt longer than it: the native step's ring
+    (position p at row p % window) or, serving an onnxruntime decoder's prefill="native", onnxruntime's rows --
+    the same rows FakeOrt's numpy prefill writes."""
+    folder = folders["tiny", "fused-cuda"]
+    mf = ModelFolder.load(folder)
+    plan = ND.folder_plan(mf)
+    FakeOrt.capacities = [L.window or mf.max_length for L in plan.layers]
+    try:
+        if serving:
+            ort = FakeOrt(mf, FakeDevice(), "eager")
+            dec = ND.NativeDecoder(mf, FakeDevice(), ort=ort, shapes=K.Shapes(attn_batch=2, attn_cluster=2))
+        else:
+            dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2), prefill="native")
+    finally:
+        FakeOrt.capacities = None
+    assert dec.ring_layers and dec._native_prefill.windowed == (2 if serving else 1)
+    S = 37
+    x = np.asarray(dec.table)[prompt_ids(S)]
+    dec.prefill(x)
+    mine = _kv_rows(dec.kv, S, "onnxruntime" if serving else "ring")
+    dec.ort.ref = NumpyDecoder(plan, dec.max_length, np.float64)
+    dec.ort.prefill_on_device(x)  # numpy_exec's K/V in onnxruntime's rows, into the same buffers
+    theirs = _kv_rows(dec.kv, S, "onnxruntime")
+    for (p, a), (q, b) in zip(mine, theirs):
+        assert np.array_equal(p, q) and np.abs(a - b).max() < 2e-2 * max(1.0, np.abs(b).max())

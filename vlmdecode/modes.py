@@ -53,7 +53,8 @@ MODES: tuple[Mode, ...] = (
          "vlmdecode.decoders.cuda:build"),
     Mode("native", ("cuda",), "pipeline", True, "device",
          "our own CUDA kernels over the recognised plan (vlmdecode.native), the step one captured graph; "
-         "prefill through onnxruntime; 8 bytes per token come back", "vlmdecode.native.decoder:build"),
+         "the prompt by cuBLAS GEMMs + our row kernels (native.prefill), one graph per length bucket; 8 bytes per "
+         "token come back", "vlmdecode.native.decoder:build"),
     Mode("device-session", ("cuda",), "bench", True, "device", "device mode embedding through the embedding session"),
     Mode("tokenid-graph", ("cuda",), "bench", True, "host", "graph mode on a decoder that takes input_ids"),
     Mode("genai", ("cpu",), "bench", False, "host", "onnxruntime-genai's generator on the CPU"),

@@ -28,9 +28,11 @@ import numpy as np
 
 from .prompt_path import PHASES
 
-CUDA_MODES = ("eager", "graph", "device", "tokenid-graph", "native", "native-ort", "genai-eager", "genai-graph")
-# native: the native decoder with the native prefill (native.prefill); native-ort: the same decoder, onnxruntime's
-NATIVE_PREFILL = {"native": "native", "native-ort": "onnxruntime"}
+CUDA_MODES = ("eager", "graph", "device", "tokenid-graph", "native", "native-ort", "graph+native-prefill",
+              "device+native-prefill", "genai-eager", "genai-graph")
+# native: the native decoder and its default, the native prefill (native.prefill); native-ort: the same decoder
+# with onnxruntime's prefill; MODE+native-prefill: onnxruntime's MODE decoder with prefill="native"
+NATIVE_PREFILL = "+native-prefill"
 CPU_MODES = ("resident", "genai")
 CONTEXTS = {"tiny": [128], "small": [256, 1024], "gemma3-1b": [1024]}
 IMAGE_TEXT_TOKENS = 16
@@ -182,9 +184,11 @@ def _once(vlmdecode, folder_dir, dev, mode, loaded, capacity, ids, px):
     if mode not in loaded:
         if mode == "tokenid-graph":
             loaded[mode] = vlmdecode.load(folder_dir / "text", str(dev), "graph", max_length=capacity)
-        elif mode in NATIVE_PREFILL:
-            loaded[mode] = vlmdecode.load(folder_dir, str(dev), "native", max_length=capacity,
-                                          prefill=NATIVE_PREFILL[mode])
+        elif mode == "native-ort":
+            loaded[mode] = vlmdecode.load(folder_dir, str(dev), "native", max_length=capacity, prefill="onnxruntime")
+        elif mode.endswith(NATIVE_PREFILL):
+            loaded[mode] = vlmdecode.load(folder_dir, str(dev), mode[: -len(NATIVE_PREFILL)], max_length=capacity,
+                                          prefill="native")
         else:
             loaded[mode] = vlmdecode.load(folder_dir, str(dev), None if mode == "resident" else mode,
                                           max_length=capacity)

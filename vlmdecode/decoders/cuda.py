@@ -93,7 +93,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
     def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
                  max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
                  profile_prefix: str | None = None, graph_per_generation: bool = False, time_steps: bool = False,
-                 provider_options: dict | None = None):
+                 provider_options: dict | None = None, prefill: str = "onnxruntime"):
         import cupy
 
         self.cp = cupy
@@ -105,6 +105,8 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
             raise ValueError(f"embed_via must be one of {EMBED_VIA}, got {embed_via!r}")
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        if prefill not in ("onnxruntime", "native"):
+            raise ValueError(f"prefill must be one of ('onnxruntime', 'native'), got {prefill!r}")
         self.embed_via, self.sync_every = embed_via, sync_every
         self.queue_ahead = mode == "graph"  # decoders.base; device mode has its own loop (module docstring)
         # False (default): one gpu_graph_id for the decoder's life, captured once (module docstring)
@@ -128,6 +130,12 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
             if mode == "device":
                 self._init_device_loop()
         self.stream.synchronize()
+        self.native = None  # prefill="native": the recognised plan's prefill into this decoder's KV (native.prefill)
+        if prefill == "native":
+            from ..native.decoder import NativeDecoder
+
+            self.native = NativeDecoder(folder, device, max_length=self.max_length, ort=self)
+            self._native_logits = Buffer(self.native.logits, self.device)
 
     # ---- guards and counters -------------------------------------------------------------------
     def _check_device_memory(self) -> None:
@@ -264,9 +272,15 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
             return super().prefill(x, reuse)
 
     def prefill_on_device(self, x):
+        """BoundDecoder's contract; prefill="native": the native prefill writes the KV and the last row's logits."""
         self._scalars_at = -1  # the prompt rewrites the mask
         with self.stream:
-            return super().prefill_on_device(x)
+            if self.native is None:
+                return super().prefill_on_device(x)
+            S = self.native._native_prefill(x)
+            self.mask.fill(1, 0, S)
+            self.mask.fill(0, S)
+        return self._native_logits, 0
 
     def reset(self) -> None:
         self._scalars_at = -1

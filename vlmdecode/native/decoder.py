@@ -1,12 +1,13 @@
 """The native CUDA decoder: a recognised plan's weights run by our own kernels, one CUDA graph per step.
 
-    prefill   the folder's ONNX decoder through onnxruntime CUDA (`decoders.cuda.CudaDecoder`, eager),
-              writing the prompt's K/V into the SAME fixed buffers [1, kv_heads, capacity, head_dim]
-              (GroupQueryAttention's layout) that the native step then reads and appends to. Why not
-              native: a step kernel runs one position, so a 1024-token prompt would be 1024 steps (TTFT);
-              onnxruntime's prefill is a batched GEMM pass already. A windowed layer whose buffer holds
-              exactly its window (onnxruntime CUDA's windowed cache) is rotated once after the prefill into
-              a ring (position p at row p % window), which the step then reads and appends to.
+    prefill   prefill="native" (default): `native.prefill` -- cuBLAS GEMMs and row kernels over the same weights,
+              one CUDA graph per prompt-length bucket, writing the prompt's K/V straight into the fixed buffers
+              [1, kv_heads, capacity, head_dim] (GroupQueryAttention's layout) the step reads and appends to
+              (a windowed layer's buffer of exactly its window as a ring, position p at row p % window), and
+              ending in the step's own LM head launch. prefill="onnxruntime": the folder's ONNX decoder through
+              onnxruntime CUDA (eager) into the same buffers; a ring buffer is then rotated once
+              (`_ring_after_prefill`). Given `ort` (a CudaDecoder), this decoder serves that decoder's
+              prefill="native" instead: its KV, onnxruntime's windowed row layout, no native step.
     step      5 kernels a layer + LM head + advance (`native.kernels`):
                 qkv      residual fold of the previous layer's down output (+ post-FFN norm) + input norm
                          in the prologue, QKV GEMV
@@ -37,8 +38,9 @@ from ..buffers import allocate, host_array
 from ..decoders.base import Decoder, DecoderError, check_max_length
 from ..decoders.cuda import MAX_SUPPRESS, CudaDecoder, argmax_blocks, device_kernels
 from ..modelfolder import ModelFolder
-from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
+from ..sampling import Sampler, sample_unchecked
 from . import kernels as K
+from .loop import NativeLoop
 from .pdl import supported as pdl_supported
 from .plan import DecoderPlan, PlanError
 from .timing import StepTiming
@@ -77,7 +79,7 @@ def check_plan(plan: DecoderPlan, max_length: int) -> None:
         raise PlanError(f"{plan.source}: {plan.num_heads} query heads do not group over {plan.num_kv_heads} KV heads")
 
 
-class NativeDecoder(StepTiming, Decoder):
+class NativeDecoder(NativeLoop, StepTiming, Decoder):
     """`vlmdecode.load(dir, "cuda", mode="native")`'s decoder (the `decoders.base` contract): generate() is the
     device loop; prefill() is onnxruntime's; step() is one host-fed native step (the body graph)."""
 
@@ -85,7 +87,7 @@ class NativeDecoder(StepTiming, Decoder):
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
                  plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = False,
-                 prefill: str = "onnxruntime"):
+                 prefill: str = "native", ort: CudaDecoder | None = None):
         import cupy
 
         self.cp = cupy
@@ -98,7 +100,10 @@ class NativeDecoder(StepTiming, Decoder):
         if folder.info.kv_layout != "shared":
             raise PlanError(f"{folder.decoder.path.name}: the native step needs the fixed-capacity KV of "
                             "GroupQueryAttention (attention 'gqa'); this decoder's KV grows by Concat")
-        self.ort = CudaDecoder(folder, device, "eager", max_length=max_length)  # prefill + the KV buffers
+        # onnxruntime's decoder: its KV buffers (and prefill="onnxruntime"). Given: this decoder serves THAT one's
+        # native prefill (CudaDecoder(prefill="native")), writing windowed layers in onnxruntime's row layout
+        self.serving = ort is not None
+        self.ort = ort if ort is not None else CudaDecoder(folder, device, "eager", max_length=max_length)
         super().__init__(folder, self.ort.device, self.ort.transfers, self.ort.max_length)
         self.plan, self.kv = plan, self.ort.kv
         # a layer's buffer holds max_length positions, or exactly its window: then the native step keeps it as a
@@ -127,7 +132,7 @@ class NativeDecoder(StepTiming, Decoder):
         if prefill == "native":
             from .prefill import NativePrefill
 
-            self._native_prefill = NativePrefill(self)
+            self._native_prefill = NativePrefill(self, windowed="onnxruntime" if self.serving else "ring")
 
     def rebuild(self, shapes: K.Shapes) -> None:
         """(Re)make the step's buffers and launches with these block shapes; the weights stay. Drops the
@@ -345,7 +350,6 @@ class NativeDecoder(StepTiming, Decoder):
             self.transfers.end()
         return out if reuse else out.astype(np.float32)
 
-    # ---- the device loop ---------------------------------------------------------------------------
     def _pick(self, row, sampler: Sampler, step: int, prefill: bool = False) -> None:
         """The token of logits `row` [V] on the device: a Philox draw (sample_unchecked; -1 for a bad row) or
         the greedy argmax (the head kernel's partials, or device mode's argmax over the prefill row)."""
@@ -383,67 +387,6 @@ class NativeDecoder(StepTiming, Decoder):
         self.t_dev.fill(S)
         self._pick(logits.array.reshape(-1)[last: last + self.vocab], sampler, 0, prefill=True)
         return S
-
-    def generate(self, x, max_new_tokens: int, sampler: Sampler):
-        """Token ids (decoders.base contract); everything but the ids stays on the GPU: greedy replays the step
-        with advance captured, sampling replays the body and draws with CuPy. The host reads the id ring
-        every `sync_every` tokens (the only sync), or, with lookahead, each token while the next step runs."""
-        tr = self.transfers
-        with self.generation():
-            tr.steps.clear()
-            with self.stream:
-                tr.begin()
-                self._start(x, sampler)
-                tr.note("d2h", 8, "token")
-                tr.end()
-            loop = self._lookahead if self.lookahead and self.sync_every == 1 else self._batched
-            yield from loop(max_new_tokens, sampler)
-
-    def _queue_step(self, sampler: Sampler, step: int) -> None:
-        """Replay the step that picks token `step` (no host sync)."""
-        greedy = not sampler.params.do_sample
-        with self.stream:
-            self.replay(greedy)
-            if not greedy:
-                self._pick(self.logits, sampler, step)
-        self.transfers.add(self.step_bytes)
-
-    @staticmethod
-    def _check(tok: int, step: int) -> int:
-        if tok < 0:
-            raise NonFiniteLogitsError(f"non-finite logits at step {step}: NaN or +inf, or every logit -inf", step,
-                                       (0,))
-        return tok
-
-    def _batched(self, max_new_tokens: int, sampler: Sampler):
-        k, pending, done = self.sync_every, 1, 0
-        while True:
-            if pending == k or done + pending == max_new_tokens:
-                start = done % self.ring_len  # k == ring_len, or one slot at a time: never wraps
-                with self.stream:
-                    ids = self.ring.copy_to_host(pending, start, self.ring_host[:pending]).tolist()  # the sync
-                for i, tok in enumerate(ids):
-                    yield self._check(tok, done + i)
-                done, pending = done + pending, 0
-                if done == max_new_tokens:
-                    return
-            self._queue_step(sampler, done + pending)
-            pending += 1
-
-    def _lookahead(self, max_new_tokens: int, sampler: Sampler):
-        cp = self.cp
-        events = [cp.cuda.Event(disable_timing=True) for _ in range(2)]
-        events[0].record(self.stream)  # after the first pick
-        queued = 1
-        for i in range(max_new_tokens):
-            if queued < max_new_tokens:
-                self._queue_step(sampler, queued)
-                events[queued % 2].record(self.stream)
-                queued += 1
-            self.copy_stream.wait_event(events[i % 2])
-            with self.copy_stream:  # token i, read while step i + 1 runs
-                tok = int(self.ring.copy_to_host(1, i % 2, self.ring_host[:1])[0])
-            yield self._check(tok, i)
 
 
 def build(folder: ModelFolder, device, mode: str = "native", *, max_length: int | None = None, threads: int = 0,

@@ -40,6 +40,9 @@ from .kernels import ptr
 BUCKET = 64  # prompt lengths round up to a multiple of this (one captured graph per bucket)
 Q_CHUNK = 1024  # queries a scores block holds: scratch grp x Q_CHUNK x max keys fp32 (+ fp16 probabilities)
 ROW_THREADS = 256
+# a windowed layer's buffer of exactly its window: the native step's ring (position p at row p % window), or
+# onnxruntime's rows (the last min(S, window) positions at rows 0.. in order, kvcache.windowed_rows)
+WINDOWED = {"ring": 1, "onnxruntime": 2}
 # cuBLAS enums (cublas_api.h / library_types.h)
 OP_N, OP_T = 0, 1
 R_16F, R_32F = 2, 0
@@ -85,10 +88,9 @@ class Blas:
     can be captured. Pointers are raw addresses."""
 
     def __init__(self, cp, stream):
-        from cupy_backends.cuda.libs import cublas
-
         lib = self.lib = _libcublas()
-        self.handle = ctypes.c_void_p(cublas.create())
+        self.handle = ctypes.c_void_p()
+        self._check(lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
         self.workspace = cp.empty(WORKSPACE, cp.uint8)
         for what, rc in (("cublasSetStream", lib.cublasSetStream_v2(self.handle, ctypes.c_void_p(stream.ptr))),
                          ("cublasSetWorkspace", lib.cublasSetWorkspace_v2(
@@ -152,9 +154,12 @@ class NativePrefill:
     """A NativeDecoder's prompt through its own weights (module docstring); `run(S)` on the decoder's stream,
     after the prompt is in `decoder.prefill_buffers.x`. Scratch is sized for the decoder's max_length once."""
 
-    def __init__(self, dec, bucket_step: int = BUCKET, q_chunk: int = Q_CHUNK):
+    def __init__(self, dec, bucket_step: int = BUCKET, q_chunk: int = Q_CHUNK, windowed: str = "ring"):
         cp = self.cp = dec.cp
         self.dec, self.plan, self.step = dec, dec.plan, bucket_step
+        if windowed not in WINDOWED:
+            raise ValueError(f"windowed must be one of {tuple(WINDOWED)}, got {windowed!r}")
+        self.windowed = WINDOWED[windowed]  # pf_qk's layout of a KV buffer that holds exactly its window
         p = self.plan
         H, D, I, nq, nkv = p.hidden, p.head_dim, p.intermediate, p.num_heads, p.num_kv_heads
         self.rows = -(-dec.max_length // bucket_step) * bucket_step  # ldS: rows of every scratch buffer
@@ -193,7 +198,7 @@ class NativePrefill:
             blas.linear(self.xn.data.ptr, W["w_qkv"].data.ptr, self.qkv.data.ptr, Sb, ldq, H, False)
             Kc, Vc = dec.kv.keys[l].array, dec.kv.values[l].array
             C = int(Kc.shape[-2])
-            layout = 1 if l in dec.ring_layers else 0
+            layout = self.windowed if l in dec.ring_layers else 0
             self.fns["pf_qk"]((Sb, nq + 2 * nkv), (-(-D // 64) * 32,), (
                 ptr(self.qkv), np.int32(nq), np.int32(nkv), np.int32(D), ptr(W["q_norm"]), ptr(W["k_norm"]), eps,
                 ptr(W["cos"]), ptr(W["sin"]), np.int32(W["cos"].shape[0]), ptr(self.n_valid), np.int32(R),

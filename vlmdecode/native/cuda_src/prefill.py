@@ -58,7 +58,8 @@ extern "C" __global__ void __launch_bounds__(256) pf_fold(
     for (int i = threadIdx.x; i < H; i += blockDim.x) xn[o + i] = __float2half_rn(resid[o + i] * inv * norm_w[i]);
 }
 
-// grid (Sb, nq + 2 nkv), D / 2 threads rounded up to whole warps: head h of position s from the QKV GEMM's row [nq | nkv | nkv] x D.
+// grid (Sb, nq + 2 nkv), D / 2 threads rounded up to whole warps: head h of position s from the QKV GEMM's
+// row [nq | nkv | nkv] x D.
 // q heads: q norm + rotary -> Q [nq][ldS][D]; k heads: k norm + rotary -> K [nkv][ldS][D]; v heads -> V.
 // K and V of positions s < S also go to the cache [nkv][C][D]: layout 0 row s; 1 (ring, C = window) the last
 // C positions at row s % C; 2 (onnxruntime's windowed layout) the last L = min(S, C) at rows 0..L-1 in order.
