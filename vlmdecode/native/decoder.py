@@ -123,6 +123,9 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         self.copy_stream = cupy.cuda.Stream(non_blocking=True)
         self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
         self.ring_host = host_array(self.ring_len, np.int64, self.device)
+        # SamplingParams.suppress staged in page-locked memory: a pageable upload would wait for the stream (the
+        # prompt's vision and embedding runs) before the prefill is even queued
+        self.suppress_host = host_array(MAX_SUPPRESS, np.int64, self.device)
         # the device loop's decode step moves no input bytes; each token's id comes back (8 bytes, k at a time)
         self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
         with self.stream:
@@ -369,8 +372,11 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         ids = sampler.params.suppress  # the head kernel's argmax skips them (read from the device each step)
         if len(ids) > MAX_SUPPRESS:
             raise ValueError(f"native mode suppresses at most {MAX_SUPPRESS} token ids, got {len(ids)}")
-        if ids:
-            self.suppress[: len(ids)] = self.cp.asarray(ids, dtype=self.cp.int64)  # on the decoder's stream
+        if ids:  # queued on the decoder's stream, asynchronously (the previous generation's copy ran long ago)
+            self.suppress_host[: len(ids)] = ids
+            rt = self.cp.cuda.runtime
+            rt.memcpyAsync(self.suppress.data.ptr, self.suppress_host.ctypes.data, 8 * len(ids),
+                           rt.memcpyHostToDevice, self.stream.ptr)
         self.n_suppress.fill(len(ids))
         if self._native_prefill is not None:  # the head launch ends the prefill: logits + argmax partials
             S = self._native_prefill(x)
