@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 from cuda_gate import require_cuda
+from float64_walk import walk
 
 pytestmark = pytest.mark.cuda
 
@@ -394,22 +395,8 @@ def test_native_tokens_equal_onnxruntime_and_logits_near_float64(folders, image,
     eager = vlmdecode.load(folders[layout], "cuda", "eager").generate(PROMPT, image=image, max_new_tokens=STEPS,
                                                                       stop=(), suppress_tokens=()).tokens
     ref = Reference.load(folders[layout])
-    cache = ref.new_cache()
     feats = ref.vision(pipe.processor.preprocess([image], dtype=np.float32).astype(np.float64))
-    r = ref.decode(ref.embed(ids, feats), cache)[0, -1]
-    worst, first_close = 0.0, None
-    for step in range(STEPS):
-        top2 = np.sort(r)[-2:]
-        if step:
-            err = np.abs(logits[step] - r).max()
-            worst = max(worst, err)
-            assert err < 2e-2 * np.abs(r).max(), f"step {step}: logit error {err:.3g}"
-        if first_close is None and top2[1] - top2[0] <= 2 * max(worst, 1e-3):
-            first_close = step  # beyond this step fp16 vs fp16 tokens may legitimately differ
-        if first_close is None:
-            assert toks[step] == int(np.argmax(r)), f"step {step}: native {toks[step]} vs float64 {np.argmax(r)}"
-        r = ref.decode(ref.embed(np.array([[toks[step]]]), None), cache)[0, -1]  # along native's tokens
-    n = STEPS if first_close is None else first_close
+    n, worst = walk(ref, ids, feats, toks, logits)
     assert n >= 40, f"margin below twice the fp16 error already at step {n}"
     diverged = next((i for i in range(n) if toks[i] != eager[i]), None)
     assert diverged is None, f"native differs from onnxruntime at step {diverged} (margins hold to step {n})"

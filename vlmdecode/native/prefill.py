@@ -162,6 +162,11 @@ class NativePrefill:
         self.windowed = WINDOWED[windowed]  # pf_qk's layout of a KV buffer that holds exactly its window
         p = self.plan
         H, D, I, nq, nkv = p.hidden, p.head_dim, p.intermediate, p.num_heads, p.num_kv_heads
+        if D % 2 or D > 2 * 256:
+            from .plan import PlanError
+
+            raise PlanError(f"{p.source}: the native prefill's rotary kernel takes an even head_dim <= 512 (one "
+                            f"thread a rotary pair), got {D}; use prefill='onnxruntime'")
         self.rows = -(-dec.max_length // bucket_step) * bucket_step  # ldS: rows of every scratch buffer
         self.q_chunk = min(q_chunk, self.rows)
         self.fns = _functions(cp)
