@@ -156,8 +156,8 @@ def pf_softmax(name, grid, a):
 
 
 def pf_gelu(name, grid, a):
-    gu, m, I, rows = a
-    I, rows = int(I), int(rows)
+    gu, m, I = a
+    I, rows = int(I), grid[0]
     g = emu.view(gu, F16, rows * 2 * I).reshape(rows, 2 * I).astype(np.float64)
     emu.view(m, F16, rows * I)[:] = (emu.gelu(g[:, :I]) * g[:, I:]).astype(F16).reshape(-1)
 

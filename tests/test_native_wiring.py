@@ -225,12 +225,15 @@ def _kv_rows(kv, S, layout):
     return out
 
 
-@pytest.mark.parametrize("config,layout,S", [("tiny", "unfused", 10), ("tiny", "fused-cuda", 64),
-                                             ("split-k", "fused-cuda", 70), ("split-k", "unfused", 1)])
-def test_native_prefill_follows_numpy_exec(fake, folders, config, layout, S):
+@pytest.mark.parametrize("config,layout,S,sub", [("tiny", "unfused", 10, ""), ("tiny", "fused-cuda", 64, ""),
+                                                 ("split-k", "fused-cuda", 70, ""), ("split-k", "unfused", 1, ""),
+                                                 ("tiny", "fused-cuda", 33, "text")])
+def test_native_prefill_follows_numpy_exec(fake, folders, config, layout, S, sub):
     """The prefill's GEMMs (column-major cuBLAS calls), row kernels and the hand-off to the step's head: the last
-    position's logits, every KV row and the decode steps after it follow numpy_exec's float64 run."""
-    dec = _decoder(folders[config, layout], sync_every=1, prefill="native")
+    position's logits, every KV row and the decode steps after it follow numpy_exec's float64 run (text/: a
+    decoder driven by input_ids, the table gathered by the prefill's first kernel)."""
+    dec = _decoder(folders[config, layout] / sub, sync_every=1, prefill="native")
+    assert dec.plan.drive == ("ids" if sub else "embeds")
     plan, ref = dec.plan, NumpyDecoder(dec.plan, dec.max_length, np.float64)
     table = np.asarray(dec.table)
     ids = prompt_ids(S + 1)[:, :S]

@@ -28,8 +28,9 @@ import numpy as np
 
 from .prompt_path import PHASES
 
-CUDA_MODES = ("eager", "graph", "device", "tokenid-graph", "native", "native-ort", "graph+native-prefill",
-              "device+native-prefill", "genai-eager", "genai-graph")
+CUDA_MODES = ("eager", "graph", "device", "tokenid-graph", "native", "native-ort", "eager+native-prefill",
+              "graph+native-prefill", "device+native-prefill", "tokenid-graph+native-prefill", "genai-eager",
+              "genai-graph")
 # native: the native decoder and its default, the native prefill (native.prefill); native-ort: the same decoder
 # with onnxruntime's prefill; MODE+native-prefill: onnxruntime's MODE decoder with prefill="native"
 NATIVE_PREFILL = "+native-prefill"
@@ -148,7 +149,7 @@ def run_folder(folder_dir, device, modes, contexts, repeats, image=True, image_t
     loaded, scenarios = {}, []
     for mode in want:
         for kind, ids in prompts:
-            if kind == "image" and mode == "tokenid-graph":
+            if kind == "image" and mode.startswith("tokenid-graph"):
                 continue  # a text model
             row0 = dict(**(base or {}), device=str(dev), mode=mode, prompt=kind, prompt_tokens=int(ids.shape[1]),
                         kv_capacity=capacity)
@@ -182,13 +183,14 @@ def _once(vlmdecode, folder_dir, dev, mode, loaded, capacity, ids, px):
                                             if dev.is_cuda else None)
         return _genai_once(loaded[mode], ids, px, capacity)
     if mode not in loaded:
-        if mode == "tokenid-graph":
-            loaded[mode] = vlmdecode.load(folder_dir / "text", str(dev), "graph", max_length=capacity)
+        base, native_prefill = mode.removesuffix(NATIVE_PREFILL), mode.endswith(NATIVE_PREFILL)
+        kw = dict(prefill="native") if native_prefill else {}
+        if base == "tokenid-graph":
+            loaded[mode] = vlmdecode.load(folder_dir / "text", str(dev), "graph", max_length=capacity, **kw)
         elif mode == "native-ort":
             loaded[mode] = vlmdecode.load(folder_dir, str(dev), "native", max_length=capacity, prefill="onnxruntime")
-        elif mode.endswith(NATIVE_PREFILL):
-            loaded[mode] = vlmdecode.load(folder_dir, str(dev), mode[: -len(NATIVE_PREFILL)], max_length=capacity,
-                                          prefill="native")
+        elif native_prefill:
+            loaded[mode] = vlmdecode.load(folder_dir, str(dev), base, max_length=capacity, **kw)
         else:
             loaded[mode] = vlmdecode.load(folder_dir, str(dev), None if mode == "resident" else mode,
                                           max_length=capacity)

@@ -40,6 +40,7 @@ from .kernels import ptr
 BUCKET = 64  # prompt lengths round up to a multiple of this (one captured graph per bucket)
 Q_CHUNK = 1024  # queries a scores block holds: scratch grp x Q_CHUNK x max keys fp32 (+ fp16 probabilities)
 ROW_THREADS = 256
+FOLD_MAX = 6 * 4 * ROW_THREADS  # pf_fold: PF_R float4 slots a thread (cuda_src/prefill.py)
 # a windowed layer's buffer of exactly its window: the native step's ring (position p at row p % window), or
 # onnxruntime's rows (the last min(S, window) positions at rows 0.. in order, kvcache.windowed_rows)
 WINDOWED = {"ring": 1, "onnxruntime": 2}
@@ -162,6 +163,11 @@ class NativePrefill:
         self.windowed = WINDOWED[windowed]  # pf_qk's layout of a KV buffer that holds exactly its window
         p = self.plan
         H, D, I, nq, nkv = p.hidden, p.head_dim, p.intermediate, p.num_heads, p.num_kv_heads
+        if H > FOLD_MAX:
+            from .plan import PlanError
+
+            raise PlanError(f"{p.source}: the native prefill's residual fold holds rows of <= {FOLD_MAX} in registers, "
+                            f"got hidden {H}; use prefill='onnxruntime'")
         if D % 2 or D > 2 * 256:
             from .plan import PlanError
 
@@ -213,9 +219,8 @@ class NativePrefill:
             self._rows("pf_fold", Sb, (ptr(self.o), ptr(W["post_attn_norm"]), ptr(self.resid), ptr(W["pre_ffn_norm"]),
                                        eps, np.int32(H), ptr(self.xn)))
             blas.linear(self.xn.data.ptr, W["w_gate_up"].data.ptr, self.gu.data.ptr, Sb, 2 * I, H, False)
-            n2 = Sb * I // 2
-            self.fns["pf_gelu"]((min(-(-n2 // ROW_THREADS), 4096),), (ROW_THREADS,),
-                                (ptr(self.gu), ptr(self.m), np.int32(I), np.int32(Sb)))
+            self.fns["pf_gelu"]((Sb, -(-(I // 2) // ROW_THREADS)), (ROW_THREADS,),
+                                (ptr(self.gu), ptr(self.m), np.int32(I)))
             blas.linear(self.m.data.ptr, W["w_down"].data.ptr, self.d.data.ptr, Sb, H, I, True)
             if l + 1 < p.num_layers:
                 self._rows("pf_fold", Sb, (ptr(self.d), ptr(W["post_ffn_norm"]), ptr(self.resid),

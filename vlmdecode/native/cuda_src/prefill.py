@@ -38,24 +38,53 @@ extern "C" __global__ void __launch_bounds__(256) pf_embed(
     for (int i = threadIdx.x; i < H; i += blockDim.x) xn[(size_t)s * H + i] = __float2half_rn(r[i] * inv * norm_w[i]);
 }
 
-// one block a position: resid[s] += rms(delta[s]) * delta_w; then (norm_w not NULL) xn[s] = rms(resid[s]) * norm_w
+#define PF_R 6  // float4 slots a thread of pf_fold holds: rows of up to PF_R x 4 x blockDim floats
+
+// one block a position: resid[s] += rms(delta[s]) * delta_w; then (norm_w not NULL) xn[s] = rms(resid[s]) * norm_w.
+// The row stays in registers (float4 slots): one round of loads, two block reductions, the stores.
 extern "C" __global__ void __launch_bounds__(256) pf_fold(
     const float* delta, const float* delta_w, float* resid, const float* norm_w, const float eps, const int H,
     __half* xn) {
     __shared__ float red[32];
     const size_t o = (size_t)blockIdx.x * H;
+    const int n4 = H >> 2;  // H % 8 == 0
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4* d4 = reinterpret_cast<const float4*>(delta + o);
+    float4* r4 = reinterpret_cast<float4*>(resid + o);
+    float4 d[PF_R], r[PF_R], dw[PF_R], nw[PF_R];
     float ss = 0.f;
-    for (int i = threadIdx.x; i < H; i += blockDim.x) ss += delta[o + i] * delta[o + i];
+#pragma unroll
+    for (int j = 0; j < PF_R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        const bool on = i < n4;
+        d[j] = on ? d4[i] : z;
+        r[j] = on ? r4[i] : z;
+        dw[j] = on ? reinterpret_cast<const float4*>(delta_w)[i] : z;
+        nw[j] = (on && norm_w != NULL) ? reinterpret_cast<const float4*>(norm_w)[i] : z;
+        ss += f4_dot(d[j]);
+    }
     const float inv_d = rsqrtf(block_sum(ss, red) / H + eps);
     ss = 0.f;
-    for (int i = threadIdx.x; i < H; i += blockDim.x) {  // each thread reads back only what it wrote
-        const float v = fmaf(delta[o + i] * inv_d, delta_w[i], resid[o + i]);
-        resid[o + i] = v;
-        ss += v * v;
+#pragma unroll
+    for (int j = 0; j < PF_R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        r[j] = f4_fma(d[j], inv_d, dw[j], r[j]);  // zero slots stay zero
+        ss += f4_dot(r[j]);
+        if (i < n4) r4[i] = r[j];
     }
     if (norm_w == NULL) return;
     const float inv = rsqrtf(block_sum(ss, red) / H + eps);
-    for (int i = threadIdx.x; i < H; i += blockDim.x) xn[o + i] = __float2half_rn(resid[o + i] * inv * norm_w[i]);
+#pragma unroll
+    for (int j = 0; j < PF_R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i >= n4) continue;
+        const float4 v = f4_fma(r[j], inv, nw[j], z);
+        const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+        uint2 u;
+        u.x = *reinterpret_cast<const unsigned*>(&lo);
+        u.y = *reinterpret_cast<const unsigned*>(&hi);
+        reinterpret_cast<uint2*>(xn + o)[i] = u;
+    }
 }
 
 // grid (Sb, nq + 2 nkv), D / 2 threads rounded up to whole warps: head h of position s from the QKV GEMM's
@@ -153,16 +182,14 @@ extern "C" __global__ void __launch_bounds__(256) pf_softmax(
     }
 }
 
-// m[s, j] = gelu_tanh(gu[s, j]) * gu[s, I + j] over rows x I (I even: half2 pairs), fp16
-extern "C" __global__ void pf_gelu(const __half* gu, __half* m, const int I, const int rows) {
-    const int I2 = I / 2;
-    const size_t n = (size_t)rows * I2;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (size_t)gridDim.x * blockDim.x) {
-        const size_t s = k / I2, j = k - s * I2;
-        const __half2* row = reinterpret_cast<const __half2*>(gu + s * 2 * I);
-        const float2 g = __half22float2(row[j]), u = __half22float2(row[I2 + j]);
-        reinterpret_cast<__half2*>(m)[k] = __floats2half2_rn(gelu_tanh(g.x) * u.x, gelu_tanh(g.y) * u.y);
-    }
+// grid (rows, pairs / blockDim): m[s, j] = gelu_tanh(gu[s, j]) * gu[s, I + j] (I even: half2 pairs), fp16
+extern "C" __global__ void pf_gelu(const __half* gu, __half* m, const int I) {
+    const int I2 = I / 2, j = blockIdx.y * blockDim.x + threadIdx.x;
+    if (j >= I2) return;
+    const size_t s = blockIdx.x;
+    const __half2* row = reinterpret_cast<const __half2*>(gu + s * 2 * I);
+    const float2 g = __half22float2(row[j]), u = __half22float2(row[I2 + j]);
+    reinterpret_cast<__half2*>(m + s * I)[j] = __floats2half2_rn(gelu_tanh(g.x) * u.x, gelu_tanh(g.y) * u.y);
 }
 
 // the last position (S - 1) into the decode step's buffers, as its head kernel reads them: the residual before
