@@ -376,9 +376,8 @@ def time_graph(launches, reps=15, pdl=False):
 GEMV_SHAPES = [(4, 1), (4, 2), (4, 4), (8, 1), (8, 2), (8, 4)]
 PAIR_SHAPES = [(4, 2), (4, 4), (8, 2), (8, 4)]
 HEAD_SHAPES = [(8, 4), (8, 2), (4, 4), (8, 1)]
-# kernels.attention's block shapes: plain (chunk, threads), pf (chunk, threads), cl (threads, batch, cluster,
-# clusters a KV head or 0 for one batch a sub-group at the capacity); attention_pf at head_dim 256: chunk =
-# passes x warps
+# kernels.attention's block shapes: plain (chunk, threads), cl (threads, batch, cluster, clusters a KV head or 0
+# for one batch a sub-group at the capacity)
 ATTN_SHAPES = [("plain", 16, 256), ("cl", 256, 8, 8, 0), ("cl", 256, 8, 8, 1), ("cl", 256, 4, 8, 0),
                ("cl", 256, 2, 8, 0), ("cl", 256, 4, 4, 0), ("cl", 128, 4, 8, 0), ("cl", 128, 8, 8, 1),
                ("cl", 256, 4, 16, 1), ("cl", 256, 8, 16, 1), ("cl", 256, 2, 16, 0), ("cl", 256, 4, 16, 0),
@@ -389,7 +388,7 @@ def attn_kwargs(shape):
     """kernels.attention's keyword arguments for an ATTN_SHAPES entry."""
     if shape[0] == "cl":
         return dict(threads=shape[1], batch=shape[2], cluster=shape[3], clusters=shape[4])
-    return dict(chunk=shape[1], threads=shape[2], prefetch=shape[0] == "pf")
+    return dict(chunk=shape[1], threads=shape[2])
 
 
 def attn_key(window, shape):
@@ -406,9 +405,8 @@ def attention_sweep(shapes=ATTN_SHAPES, windows=(None, 512)):
     from vlmdecode.native import kernels as K
 
     nq, D, cap, t = 4, 256, CAPACITY, CONTEXT
-    prefetch = {(D, K.attention_passes(D, s[1], s[2])) for s in shapes if s[0] == "pf"}
     clustered = {(D, nq, s[2], s[3], s[1] // 32) for s in shapes if s[0] == "cl"}
-    fns = K.compile_module(set(), {D}, prefetch, clustered)
+    fns = K.compile_module(set(), {D}, clustered)
     f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
     Ks = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
     Vs = [cupy.random.standard_normal((1, 1, cap, D), dtype=cupy.float32).astype(cupy.float16) for _ in range(64)]
@@ -503,7 +501,7 @@ def tuned_shapes(sw):
     return Shapes(qkv=best(sw["qkv"]), o=best(sw["o"]), gate_up=best(sw["gate_up"]),
                   down=shape(down[1]), head=best(sw["head"]), slice_target=6912 // down[0],
                   attn_chunk=a.get("chunk", ATTN_CHUNK), attn_threads=a["threads"],
-                  attn_prefetch=a.get("prefetch", False), attn_batch=a.get("batch", 0),
+                  attn_batch=a.get("batch", 0),
                   attn_cluster=a.get("cluster", 8), attn_clusters=a.get("clusters", 0))
 
 

@@ -194,7 +194,7 @@ def fake_cupy():
         def run(run):
             name, grid, args = run
             state.launches.append(name)
-            KERNELS[re.match(r"[a-z_]+?(?=_pf|_cl|<|$)", name).group(0)](name, grid, args)
+            KERNELS[re.match(r"[a-z_]+?(?=_cl|<|$)", name).group(0)](name, grid, args)
 
     class Graph:
         def __init__(self, runs):

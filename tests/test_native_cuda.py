@@ -211,10 +211,9 @@ def ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, sca
     return out.reshape(-1), Kc, Vc
 
 
-# plain: `size` keys a block; pf (K/V prefetched into registers): `size` key passes a warp; cl: (keys a batch,
-# blocks a cluster, clusters a KV head or 0 for one batch a sub-group at the capacity)
-@pytest.mark.parametrize("kernel,threads,size", [("plain", 128, 16), ("plain", 256, 64), ("pf", 128, 4),
-                                                 ("pf", 256, 4), ("pf", 256, 1), ("cl", 256, (8, 8, 0)),
+# plain: `size` keys a block; cl: (keys a batch, blocks a cluster, clusters a KV head or 0 for one batch a
+# sub-group at the capacity)
+@pytest.mark.parametrize("kernel,threads,size", [("plain", 128, 16), ("plain", 256, 64), ("cl", 256, (8, 8, 0)),
                                                  ("cl", 128, (4, 8, 1)), ("cl", 256, (8, 4, 2)),
                                                  ("cl", 64, (1, 1, 0)), ("cl", 256, (4, 2, 3)),
                                                  ("cl", 256, (4, 16, 1))])
@@ -231,10 +230,9 @@ def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, ker
     cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
     Kc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
     Vc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
-    prefetch, cl = kernel == "pf", size if kernel == "cl" else (0, 8, 0)
-    chunk = size * (threads // 32) * (32 // K.attention_layout(D)[1]) if prefetch else (16 if cl[0] else size)
-    fns = K.compile_module(set(), {D}, {(D, size)} if prefetch else (),
-                           {(D, nq // nkv, cl[0], cl[1], threads // 32)} if cl[0] else ())
+    cl = size if kernel == "cl" else (0, 8, 0)
+    chunk = 16 if cl[0] else size
+    fns = K.compile_module(set(), {D}, {(D, nq // nkv, cl[0], cl[1], threads // 32)} if cl[0] else ())
     splits = max(K.attention_splits(cap, window, chunk), K.cluster_splits(cap, window, D, threads, *cl) if cl[0] else 1)
     dK, dV = cupy.asarray(Kc[None]), cupy.asarray(Vc[None])
     out, counter = poisoned(nq * D), cupy.zeros(nkv, cupy.int32)
@@ -242,7 +240,7 @@ def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, ker
                          eps=eps, rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin),
                          pos=cupy.asarray([t], cupy.int64), K=dK, V=dV, window=window, scale=scale, softcap=softcap,
                          part=poisoned(nq * splits * (D + 2)), counter=counter, out=out, chunk=chunk,
-                         threads=threads, prefetch=prefetch, batch=cl[0], cluster=cl[1], clusters=cl[2])
+                         threads=threads, batch=cl[0], cluster=cl[1], clusters=cl[2])
     ref, rK, rV = ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, scale, softcap)
     for run in range(2):  # the second launch proves the combine counter was reset
         launch()
@@ -276,7 +274,7 @@ def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):
     for p in range(max(0, t - cap + 1), t):
         Kc[:, p % cap], Vc[:, p % cap] = Kf[:, p], Vf[:, p]
     threads = 256 if D == 256 else 128
-    fns = K.compile_module(set(), {D}, (), {(D, nq // nkv, cl[0], cl[1], threads // 32)})
+    fns = K.compile_module(set(), {D}, {(D, nq // nkv, cl[0], cl[1], threads // 32)})
     splits = K.cluster_splits(cap, window, D, threads, *cl)
     dK, dV = cupy.asarray(Kc[None]), cupy.asarray(Vc[None])
     out, counter = poisoned(nq * D), cupy.zeros(nkv, cupy.int32)
@@ -306,7 +304,7 @@ def test_attention_cl_reads_qkv_after_the_previous_kernel_under_pdl(D, nq, nkv):
     reads the previous position's: what the first attention_cl did, caught by the decoder tests on the H200)."""
     rng = np.random.default_rng(D)
     H, cap, eps, scale, rows = 64, 64, 1e-6, D**-0.5, (nq + 2 * nkv) * D
-    fns = K.compile_module({(K.loads_per_lane(H), 1, K.EPI_PLAIN, 1)}, {D}, (), {(D, nq // nkv, 8, 16, 4)})
+    fns = K.compile_module({(K.loads_per_lane(H), 1, K.EPI_PLAIN, 1)}, {D}, {(D, nq // nkv, 8, 16, 4)})
     W = cupy.asarray(K.rows_layout((rng.standard_normal((H, rows)) * 0.3).astype(np.float16)))
     x, qkv = cupy.zeros(H, cupy.float32), poisoned(rows)
     qn, kn = (rng.uniform(0.5, 1.5, D).astype(np.float32) for _ in range(2))

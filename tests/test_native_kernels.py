@@ -36,14 +36,6 @@ def test_split_k_and_loads_per_lane():
         K.split_k(100)
 
 
-def test_attention_prefetch_passes():
-    assert K.attention_passes(256, 16, 128) == 4 and K.attention_passes(256, 32, 256) == 4
-    assert K.attention_passes(16, 64, 128) == 1 and K.attention_name(256, 4) == "attention_pf<256,4>"
-    for chunk, threads in ((24, 128), (64, 128), (2, 128)):
-        with pytest.raises(K.KernelShapeError, match="passes"):
-            K.attention_passes(256, chunk, threads)
-
-
 def test_attention_geometry():
     assert K.attention_layout(256) == (1, 32) and K.attention_layout(16) == (1, 2)
     assert K.attention_layout(512) == (2, 32) and K.attention_layout(64) == (1, 8)
@@ -89,7 +81,6 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({sig});" for nv, rpw, epi in shapes[:3]]
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},2>({sig});" for nv, rpw, epi in shapes[:4]]
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
-    inst += [f"template __global__ void attention_pf<{d},{kw}>({att});" for d, kw in ((16, 4), (256, 4), (64, 1))]
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
           (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4))
     inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});" for d, g, kb, c, nw in cl]
@@ -99,8 +90,23 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 29, r.stderr[-3000:]  # 15 gemv, 2 attention, 3 attention_pf, 8 attention_cl, advance
+    assert len(fns) == 26, r.stderr[-3000:]  # 15 gemv, 2 attention, 8 attention_cl, advance
     for name, props in fns:
+        assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_prefill_source_compiles_for_sm90_without_spills(tmp_path):
+    from vlmdecode.native.cuda_src import common, prefill
+
+    src = tmp_path / "prefill.cu"
+    src.write_text(common.CODE + prefill.CODE)
+    r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-std=c++17", "-Xptxas", "-v", "-o",
+                        str(tmp_path / "p.cubin"), str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    fns = dict(re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr))
+    assert set(fns) == {"pf_embed", "pf_fold", "pf_qk", "pf_softmax", "pf_gelu", "pf_last"}, r.stderr[-3000:]
+    for name, props in fns.items():
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
 
 

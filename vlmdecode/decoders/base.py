@@ -64,6 +64,19 @@ class DecoderError(RuntimeError):
     pass
 
 
+def prompt_length(x, max_length: int, context_length: int | None) -> int:
+    """S of a prompt -- `Staged`, an array [1, S, ...] or an OrtValue -- checked: 1 <= S < max_length (the KV
+    capacity leaves room for one generated token at least)."""
+    if isinstance(x, Staged):
+        S = x.length
+    else:
+        S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
+    if S <= 0 or S >= max_length:
+        raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={max_length - 1}; pass a larger "
+                           f"max_length= to load() (at most the model's context_length {context_length})")
+    return S
+
+
 def check_max_length(folder: ModelFolder, max_length: int | None) -> int:
     """The KV capacity to allocate: ModelFolder.capacity's rule (max_length= checked against the context
     length, else min(the folder's max_length, modelfolder.DEFAULT_CAPACITY))."""
@@ -249,14 +262,7 @@ class BoundDecoder(Decoder):
         model already wrote it into the prefill input buffer). Returns the logits buffer (left on the device)
         and the element offset of the last position's row in it. Copies land in the open transfers step.
         """
-        if isinstance(x, Staged):
-            S = x.length
-        else:
-            S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
-        if S <= 0 or S >= self.max_length:
-            raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={self.max_length - 1}; "
-                               f"pass a larger max_length= to load() (at most the model's context_length "
-                               f"{self.folder.context_length})")
+        S = prompt_length(x, self.max_length, self.folder.context_length)
         self.kv.reset()
         io = self.prefill_buffers.bind(x, S)
         self.session.run_with_iobinding(io, self._run_options(-1))

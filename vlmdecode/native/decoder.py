@@ -212,9 +212,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                  (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up)),
                  (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down)),
                  (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
-        pf = {(D, K.attention_passes(D, sh.attn_chunk, sh.attn_threads))} if sh.attn_prefetch else set()
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
-        fns = K.compile_module(gemvs, {D}, pf, cl)
+        fns = K.compile_module(gemvs, {D}, cl)
         shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
@@ -231,8 +230,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
                                      scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
                                      counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
-                                     chunk=sh.attn_chunk, threads=sh.attn_threads, prefetch=sh.attn_prefetch,
-                                     batch=sh.attn_batch, cluster=sh.attn_cluster, clusters=sh.attn_clusters))
+                                     chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
+                                     cluster=sh.attn_cluster, clusters=sh.attn_clusters))
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                 delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,

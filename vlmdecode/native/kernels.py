@@ -41,8 +41,7 @@ class Shapes:
     slice_target: int = SLICE_TARGET
     attn_chunk: int = ATTN_CHUNK
     attn_threads: int = 128
-    attn_prefetch: bool = False  # attention_pf: each warp's K/V rows in registers first (chunk = KW x warps x KPW)
-    # attention_cl (attn_batch > 0; 0: the chunked attention / attention_pf): keys a sub-group of lanes holds at
+    # attention_cl (attn_batch > 0; 0: the chunked attention): keys a sub-group of lanes holds at
     # once, blocks a thread-block cluster, clusters a KV head (0: `cluster_splits`); threads: attn_threads. Reads
     # windowed KV buffers (rings); the fastest in the attention sweep (h200_attention_sweep.json)
     attn_batch: int = 8
@@ -135,19 +134,9 @@ def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
     return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
 
 
-def attention_name(head_dim: int, passes: int = 0) -> str:
-    """attention<HD>, or attention_pf<HD, KW> (KW key passes a warp) when passes > 0."""
-    return f"attention_pf<{head_dim},{passes}>" if passes else f"attention<{head_dim}>"
-
-
-def attention_passes(head_dim: int, chunk: int, threads: int) -> int:
-    """attention_pf's KW for a chunk of keys over threads / 32 warps: chunk = KW x warps x keys a warp pass."""
-    kpw = 32 // attention_layout(head_dim)[1]
-    per = (threads // 32) * kpw
-    if chunk % per or chunk // per not in (1, 2, 4):
-        raise KernelShapeError(f"attention_pf: a chunk of {chunk} keys over {threads} threads (head_dim {head_dim}) "
-                               f"is not 1, 2 or 4 passes of {per} keys")
-    return chunk // per
+def attention_name(head_dim: int) -> str:
+    """attention<HD>: the chunked attention kernel."""
+    return f"attention<{head_dim}>"
 
 
 def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int) -> str:
@@ -159,14 +148,14 @@ def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int
 _modules: dict = {}
 
 
-def compile_module(gemvs, head_dims, prefetch=(), clustered=()):
+def compile_module(gemvs, head_dims, clustered=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_pf<HD,KW> for every (hd, kw) in `prefetch`, attention_cl<HD,G,KB,C,NW> for every
-    (hd, g, kb, c, nw) in `clustered` and `advance`; cached per process and name set."""
+    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered` and `advance`; cached
+    per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
-                         | {attention_name(h, kw) for h, kw in prefetch} | {cluster_name(*c) for c in clustered}))
+                         | {cluster_name(*c) for c in clustered}))
     key = (cupy.cuda.Device().id, names)
     if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
         mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)
@@ -272,10 +261,10 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
               rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
               part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS,
-              prefetch: bool = False, batch: int = 0, cluster: int = 8, clusters: int = 0) -> Launch:
+              batch: int = 0, cluster: int = 8, clusters: int = 0) -> Launch:
     """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers.
-    prefetch: attention_pf (the module must hold attention_pf<HD, attention_passes(...)>); batch > 0:
-    attention_cl<HD, nq / nkv, batch, cluster> over `cluster_splits(...)` blocks a KV head."""
+    batch > 0: attention_cl<HD, nq / nkv, batch, cluster> over `cluster_splits(...)` blocks a KV head; 0: the
+    chunked attention<HD>."""
     attention_layout(head_dim)
     if nq % nkv:
         raise KernelShapeError(f"{name}: {nq} query heads do not group over {nkv} KV heads")
@@ -286,9 +275,9 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
     splits = attention_splits(cap, window, chunk)
     if part.size < nq * splits * (head_dim + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
-    fn = fns[attention_name(head_dim, attention_passes(head_dim, chunk, threads) if prefetch else 0)]
+    fn = fns[attention_name(head_dim)]
     grp = nq // nkv
-    shared = _need_shared(fn, 4 * (grp * head_dim * (2 if prefetch else 1) + 2 * head_dim
+    shared = _need_shared(fn, 4 * (grp * head_dim + 2 * head_dim
                                      + grp * max(chunk, splits)))  # p doubles as the combine's weights
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),

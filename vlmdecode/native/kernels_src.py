@@ -13,7 +13,6 @@ each block recomputes from the [H] row) runs while the weights are in flight.
     attention<HD>        q/k RMSNorm + half-split rotary + KV append at position pos[0] + one chunk of the
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)
-    attention_pf<HD, KW> the same with each warp's K and V rows loaded into registers first (KW key passes)
     attention_cl<HD, G, KB, C, NW>  the same math with the cached keys over every sub-group of lanes of the
                          grid (KB at a time in registers, the first batch before `pdl_wait`; key t from
                          registers), combined in shared memory, then across a C-block cluster (distributed

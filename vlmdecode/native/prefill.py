@@ -251,18 +251,12 @@ class NativePrefill:
         """Prefill a prompt into the decoder's KV (position S after it) and its head's logits; returns S.
         x: Staged (already in the prefill input buffer), a host array [1, S, H] / ids [1, S] (uploaded, counted as
         "prompt") or an OrtValue on the device (copied device to device)."""
-        from ..decoders.base import DecoderError
+        from ..decoders.base import DecoderError, prompt_length
         from ..prompt_path import Staged
 
         dec = self.dec
         pb = dec.prefill_buffers
-        if isinstance(x, Staged):
-            S = x.length
-        else:
-            S = int(x.shape()[1] if callable(getattr(x, "shape", None)) else x.shape[1])
-        if S <= 0 or S >= dec.max_length:
-            raise DecoderError(f"prompt of {S} tokens: must be between 1 and max_length-1={dec.max_length - 1}; "
-                               f"pass a larger max_length= to load()")
+        S = prompt_length(x, dec.max_length, dec.folder.context_length)
         with dec.stream:
             if isinstance(x, np.ndarray):
                 dec.transfers.upload(pb.x, x, "prompt")

@@ -1,5 +1,5 @@
-"""The native decode-attention kernels `attention<HD>` and `attention_pf<HD, KW>` (q/k norm, rotary, KV
-append, one chunk of keys per block) and the chunk softmax / combine they share.
+"""The native decode-attention kernel `attention<HD>` (q/k norm, rotary, KV append, one chunk of keys per block)
+and its chunk softmax / combine: the chunked baseline that `attention_cl` (attn_split) is tested against.
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
@@ -20,7 +20,7 @@ __device__ __forceinline__ float* part_ml(float* part, const int nq, const int h
 // partials of each of its grp heads. One warp a head forms the chunk weights in cw [grp][nchunks] (lanes
 // over chunks), then each thread sums float4s of o over the chunks, 8 chunks' loads in flight at once.
 // Softmax of one chunk's scores p[h * chunk + i] (i < nk) per head of the group, one warp a head: p becomes
-// exp(s - m), and (m, sum) go to the chunk's partial for combine_chunks. Shared by both attention kernels.
+// exp(s - m), and (m, sum) go to the chunk's partial for combine_chunks.
 template <int HD>
 __device__ __forceinline__ void chunk_softmax(float* p, float* part, const int nq, const int g, const int grp,
                                               const int c, const int chunk, const int nk, const int warp,
@@ -205,170 +205,6 @@ __global__ void __launch_bounds__(256) attention(
                 if (h0 + hh < grp) part_o<HD>(part, g * grp + h0 + hh, c)[d] = acc[hh];
         }
     // 6. the last block of this KV head to finish combines the chunks and resets the counter
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) last = atomicAdd(counter + g, 1) == nchunks - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    combine_chunks<HD>(part, nq, g, grp, nchunks, p, out);
-    if (tid == 0) counter[g] = 0;
-}
-
-// attention with this warp's keys AND values loaded into registers before anything else (KW passes of
-// KPW keys a warp: chunk = KW * warps * KPW keys a block), p @ V from those registers (shared-memory
-// atomics across warps). Same arguments, math and combine as `attention`.
-template <int HD, int KW>
-__global__ void __launch_bounds__(256) attention_pf(
-    const float* __restrict__ qkv, const int nq, const int nkv,
-    const float* q_norm, const float* k_norm, const float eps,
-    const float* rope_cos, const float* rope_sin, const long long* pos,
-    __half* K, __half* V, const int cap,
-    const int window, const float scale, const float softcap, const int chunk,
-    float* part, int* counter, float* out)
-{
-    constexpr int VPL = HD >= 256 ? HD / 256 : 1;
-    constexpr int LPK = HD / (8 * VPL);
-    constexpr int KPW = 32 / LPK;
-    constexpr int HALF = HD / 2;
-    extern __shared__ float sm[];  // q [grp][HD] | k [HD] | v [HD] | p [grp][max(chunk, nchunks)] | o [grp][HD]
-    __shared__ int last;
-    const int grp = nq / nkv, g = blockIdx.y, c = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = blockDim.x >> 5;
-    const int t = (int)pos[0];
-    const int lo = window > 0 ? max(0, t - window + 1) : 0;
-    const int nchunks = (t - lo + chunk) / chunk;
-    if (c >= nchunks) return;
-    float* qs = sm;
-    float* ks = qs + grp * HD;
-    float* vs = ks + HD;
-    float* p = vs + HD;
-    float* os = p + grp * max(chunk, (int)gridDim.x);  // p also holds the combine weights [grp][nchunks]
-    const int j0 = lo + c * chunk;
-    const int nk = min(chunk, t + 1 - j0);
-    const size_t base = (size_t)g * cap * HD;
-    const int sub = lane / LPK, l = lane % LPK;
-    pdl_trigger();
-    // 0. this warp's cached keys and values, in flight while q/k are normalised and rotated
-    uint4 kr[KW][VPL], vr[KW][VPL];
-#pragma unroll
-    for (int kw = 0; kw < KW; ++kw) {
-        const int kk = (kw * nwarps + warp) * KPW + sub, j = j0 + kk;
-        const bool cached = kk < nk && j != t;
-#pragma unroll
-        for (int v = 0; v < VPL; ++v) {
-            const size_t at = base + (size_t)j * HD + (l + LPK * v) * 8;
-            kr[kw][v] = cached ? *reinterpret_cast<const uint4*>(K + at) : make_uint4(0u, 0u, 0u, 0u);
-            vr[kw][v] = cached ? *reinterpret_cast<const uint4*>(V + at) : make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
-    for (int i = tid; i < grp * HD; i += blockDim.x) os[i] = 0.f;
-    pdl_wait();  // qkv is the previous kernel's output (the rows above are earlier positions')
-    // 1-2. as `attention`: q heads and k normalised, v as the cache holds it, rotary at t
-    for (int r = warp; r <= grp; r += nwarps) {
-        const float* s = r < grp ? qkv + (size_t)(g * grp + r) * HD : qkv + (size_t)(nq + g) * HD;
-        const float* nw = r < grp ? q_norm : k_norm;
-        float* d = r < grp ? qs + r * HD : ks;
-        float ss = 0.f;
-        for (int i = lane; i < HD; i += 32) { const float x = s[i]; d[i] = x; ss += x * x; }
-        if (nw != NULL) {
-            const float inv = rsqrtf(warp_sum(ss) / HD + eps);
-            for (int i = lane; i < HD; i += 32) d[i] *= inv * nw[i];
-        }
-    }
-    for (int i = tid; i < HD; i += blockDim.x)
-        vs[i] = __half2float(__float2half_rn(qkv[(size_t)(nq + nkv + g) * HD + i]));
-    __syncthreads();
-    const float* cs = rope_cos + (size_t)t * HALF;
-    const float* sn = rope_sin + (size_t)t * HALF;
-    for (int e = tid; e < (grp + 1) * HALF; e += blockDim.x) {
-        const int r = e / HALF, i = e % HALF;
-        float* x = r < grp ? qs + r * HD : ks;
-        const float a = x[i], b = x[i + HALF];
-        float ra = a * cs[i] - b * sn[i], rb = b * cs[i] + a * sn[i];
-        if (r == grp) { ra = __half2float(__float2half_rn(ra)); rb = __half2float(__float2half_rn(rb)); }
-        x[i] = ra;
-        x[i + HALF] = rb;
-    }
-    __syncthreads();
-    if (c == nchunks - 1)
-        for (int i = tid; i < HD; i += blockDim.x) {
-            K[base + (size_t)t * HD + i] = __float2half_rn(ks[i]);
-            V[base + (size_t)t * HD + i] = __float2half_rn(vs[i]);
-        }
-    // 3. scores from the registers (key t from shared memory)
-#pragma unroll
-    for (int kw = 0; kw < KW; ++kw) {
-        const int kk = (kw * nwarps + warp) * KPW + sub, j = j0 + kk;
-        float kf[8 * VPL];
-#pragma unroll
-        for (int v = 0; v < VPL; ++v) {
-            const __half2* h2 = reinterpret_cast<const __half2*>(&kr[kw][v]);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float2 f = __half22float2(h2[e]);
-                kf[8 * v + 2 * e] = f.x;
-                kf[8 * v + 2 * e + 1] = f.y;
-            }
-            if (kk < nk && j == t)
-#pragma unroll
-                for (int e = 0; e < 8; ++e) kf[8 * v + e] = ks[(l + LPK * v) * 8 + e];
-        }
-        for (int h = 0; h < grp; ++h) {
-            float s = 0.f;
-#pragma unroll
-            for (int v = 0; v < VPL; ++v)
-#pragma unroll
-                for (int e = 0; e < 8; ++e) s = fmaf(kf[8 * v + e], qs[h * HD + (l + LPK * v) * 8 + e], s);
-#pragma unroll
-            for (int o = LPK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(FULL, s, o);
-            s *= scale;
-            if (softcap > 0.f) s = softcap * tanhf(s / softcap);
-            if (l == 0 && kk < nk) p[h * chunk + kk] = s;
-        }
-    }
-    __syncthreads();
-    // 4. softmax over the chunk per head, as `attention`
-    chunk_softmax<HD>(p, part, nq, g, grp, c, chunk, nk, warp, nwarps, lane);
-    __syncthreads();
-    // 5. p @ V from the registers: sum over this lane's keys, then its warp's key groups, then the warps
-    for (int h = 0; h < grp; ++h) {
-        float acc[8 * VPL];
-#pragma unroll
-        for (int e = 0; e < 8 * VPL; ++e) acc[e] = 0.f;
-#pragma unroll
-        for (int kw = 0; kw < KW; ++kw) {
-            const int kk = (kw * nwarps + warp) * KPW + sub, j = j0 + kk;
-            const float w = kk < nk ? p[h * chunk + kk] : 0.f;
-#pragma unroll
-            for (int v = 0; v < VPL; ++v) {
-                const __half2* h2 = reinterpret_cast<const __half2*>(&vr[kw][v]);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    float2 f = __half22float2(h2[e]);
-                    if (kk < nk && j == t) {
-                        const int d = (l + LPK * v) * 8 + 2 * e;
-                        f = make_float2(vs[d], vs[d + 1]);
-                    }
-                    acc[8 * v + 2 * e] = fmaf(w, f.x, acc[8 * v + 2 * e]);
-                    acc[8 * v + 2 * e + 1] = fmaf(w, f.y, acc[8 * v + 2 * e + 1]);
-                }
-            }
-        }
-#pragma unroll
-        for (int e = 0; e < 8 * VPL; ++e)
-#pragma unroll
-            for (int o = LPK; o < 32; o <<= 1) acc[e] += __shfl_xor_sync(FULL, acc[e], o);
-        if (sub == 0)
-#pragma unroll
-            for (int v = 0; v < VPL; ++v)
-#pragma unroll
-                for (int e = 0; e < 8; ++e) atomicAdd(os + h * HD + (l + LPK * v) * 8 + e, acc[8 * v + e]);
-    }
-    __syncthreads();
-    for (int e = tid; e < grp * HD; e += blockDim.x)
-        part_o<HD>(part, g * grp + e / HD, c)[e % HD] = os[e];
-    // 6. combine, as `attention`
     __threadfence();
     __syncthreads();
     if (tid == 0) last = atomicAdd(counter + g, 1) == nchunks - 1;
