@@ -14,16 +14,14 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from vlmdecode.philox import PHILOX_SOURCE, philox4x32, philox_uniform
 from vlmdecode.sampling import (
-    PHILOX_SOURCE,
     NonFiniteLogitsError,
     Sampler,
     SamplingParams,
     array_module,
     check_finite,
     filter_logits,
-    philox4x32,
-    philox_uniform,
     sample,
     sample_unchecked,
 )

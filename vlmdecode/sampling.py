@@ -28,7 +28,7 @@ cumulative sums drift, and a float16 logit divided by a small temperature would 
 `sample` takes the uniform draws from the caller, so it is a pure function of its inputs and the same code
 serves numpy and cupy. `Sampler` owns the draws: a counter-based generator, Philox4x32-10 (Salmon et al., SC'11;
 the Random123 reference) keyed by the seed with counter (step, row), computed by the same integer operations in
-numpy (`philox4x32`) and in a CuPy kernel (`PHILOX_SOURCE`), so a seed gives bit-identical uniforms on the host
+numpy and in a CuPy kernel (`vlmdecode.philox`), so a seed gives bit-identical uniforms on the host
 and on the GPU and the same tokens in every decode mode (only the step number and the row matter, never how many
 draws happened before). Two 32-bit outputs make one float64 in [0, 1) with 53 random bits, exactly as numpy's
 `random()` builds a double. Device-side decode loops use `sample_unchecked`, which never synchronises: bad rows
@@ -44,6 +44,8 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+
+from .philox import philox_uniform, philox_uniform_cupy
 
 Array = Any  # numpy.ndarray or cupy.ndarray
 
@@ -309,65 +311,6 @@ def sample_unchecked(logits: Array, params: SamplingParams, uniform: Array) -> A
     return xp.where(bad, -1, ids)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Philox4x32-10: the same integer operations in numpy (uint64 products) and in CUDA C
-
-PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # round multipliers
-PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # key bumps (golden ratio, sqrt(3) - 1)
-_MASK32 = np.uint64(0xFFFFFFFF)
-
-
-def philox4x32(counter, key) -> np.ndarray:
-    """Philox4x32-10 of `counter` (4 uint32 rows [4, N], or 4 ints) under `key` (2 uint32) -> [4, N] uint32."""
-    c = [np.asarray(x, dtype=np.uint64).reshape(-1) for x in counter]
-    k0, k1 = (np.uint64(int(x) & 0xFFFFFFFF) for x in key)
-    m0, m1 = np.uint64(PHILOX_M[0]), np.uint64(PHILOX_M[1])
-    for r in range(10):
-        if r:
-            k0, k1 = (k0 + np.uint64(PHILOX_W[0])) & _MASK32, (k1 + np.uint64(PHILOX_W[1])) & _MASK32
-        p0, p1 = m0 * c[0], m1 * c[2]  # < 2**64: exact in uint64
-        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & _MASK32, (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & _MASK32]
-    return np.stack(c).astype(np.uint32)
-
-
-def _seed_key(seed: int) -> tuple[int, int]:
-    return seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
-
-
-def philox_uniform(seed: int, step: int, n: int = 1) -> np.ndarray:
-    """[n] float64 in [0, 1): row r's draw at `step` for `seed` (counter = (step lo, step hi, r, 0))."""
-    rows = np.arange(n, dtype=np.uint64)
-    zero = np.zeros(n, np.uint64)
-    x = philox4x32([zero + (step & 0xFFFFFFFF), zero + (step >> 32), rows, zero], _seed_key(seed)).astype(np.float64)
-    return ((x[0] // 32) * 67108864.0 + x[1] // 64) / 9007199254740992.0  # (x0 >> 5) * 2**26 + (x1 >> 6), / 2**53
-
-
-# The CuPy side: one thread per row, the same operations as philox4x32 + philox_uniform.
-PHILOX_SOURCE = r"""
-unsigned int c0 = (unsigned int)(step & 0xffffffffULL), c1 = (unsigned int)(step >> 32), c2 = (unsigned int)i, c3 = 0;
-unsigned int key0 = k0, key1 = k1;
-for (int r = 0; r < 10; ++r) {
-    if (r) { key0 += 0x9E3779B9u; key1 += 0xBB67AE85u; }
-    unsigned long long p0 = (unsigned long long)0xD2511F53u * c0, p1 = (unsigned long long)0xCD9E8D57u * c2;
-    unsigned int n0 = (unsigned int)(p1 >> 32) ^ c1 ^ key0, n2 = (unsigned int)(p0 >> 32) ^ c3 ^ key1;
-    c1 = (unsigned int)p1; c3 = (unsigned int)p0; c0 = n0; c2 = n2;
-}
-u = ((double)(c0 >> 5) * 67108864.0 + (double)(c1 >> 6)) / 9007199254740992.0;
-"""
-_cupy_philox = None
-
-
-def _philox_uniform_cupy(xp, seed: int, step: int, n: int):
-    global _cupy_philox
-    if _cupy_philox is None:
-        _cupy_philox = xp.ElementwiseKernel("uint32 k0, uint32 k1, uint64 step", "float64 u", PHILOX_SOURCE,
-                                            "vlmdecode_philox_uniform")
-    k0, k1 = _seed_key(seed)
-    out = xp.empty(n, xp.float64)
-    _cupy_philox(np.uint32(k0), np.uint32(k1), np.uint64(step), out)  # async on the current stream
-    return out
-
-
 class Sampler:
     """`sample` with its own draws: `Sampler(params)(logits [B, V], step) -> ids [B] int64`, `pick(row, step) -> int`.
 
@@ -385,7 +328,7 @@ class Sampler:
         """[n] float64 draws in [0, 1) of rows 0..n-1 at `step`, as an array of module `xp` (cupy: computed there)."""
         if xp is np:
             return philox_uniform(self.seed, step, n)
-        return _philox_uniform_cupy(xp, self.seed, step, n)
+        return philox_uniform_cupy(xp, self.seed, step, n)
 
     def pick(self, row: np.ndarray, step: int) -> int:
         """One token from host logits [V] (B = 1): greedy is one argmax + one finiteness test of the top value
