@@ -156,7 +156,10 @@ else:
 # `data/results/h200_ttft*.csv` (`vlmdecode bench run --ttft`, `vlmdecode.ttft`): a 1024-token text prompt and
 # an image prompt (256 soft tokens for gemma3-1b, as Gemma 3) from the same ids and pixel_values on both
 # sides; our phases from CUDA events on the decoder's stream beside onnxruntime-genai's prompt call (its
-# vision + embedding + prefill) and first pick. Ratios < 1: faster than onnxruntime-genai graph.
+# vision + embedding + prefill) and first pick. Ratios < 1: faster than onnxruntime-genai graph. Modes:
+# `native` runs the prompt through the native prefill (`vlmdecode.native.prefill`: cuBLAS GEMMs and our row
+# kernels, one captured graph per prompt-length bucket), `native-ort` is the same decoder with onnxruntime's
+# prefill, and `MODE+native-prefill` is onnxruntime's MODE decoder loaded with `prefill="native"`.
 
 # %%
 ttft_rows = results.load_results("h200_ttft*.csv")
