@@ -313,10 +313,14 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
             with self.stream:
                 self.n_suppress.fill(0)
                 self._native_prefill(x)
-                out = self.logits.get(stream=self.stream)
-            self.transfers.note("d2h", self.logits.nbytes, "logits")
+                return self._logits_to_host(reuse)
         finally:
             self.transfers.end()
+
+    def _logits_to_host(self, reuse: bool) -> np.ndarray:
+        """The logits buffer [V] read on the decoder's stream (counted), float32 unless reuse."""
+        out = self.logits.get(stream=self.stream)
+        self.transfers.note("d2h", self.logits.nbytes, "logits")
         return out if reuse else out.astype(np.float32)
 
     def _ring_after_prefill(self) -> None:
@@ -346,11 +350,9 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                 self.pos.set(np.array([t], np.int64), stream=self.stream)
                 self.transfers.note("h2d", 8, "position")
                 self.replay(False)
-                out = self.logits.get(stream=self.stream)
-                self.transfers.note("d2h", self.logits.nbytes, "logits")
+                return self._logits_to_host(reuse)
         finally:
             self.transfers.end()
-        return out if reuse else out.astype(np.float32)
 
     def _pick(self, row, sampler: Sampler, step: int, prefill: bool = False) -> None:
         """The token of logits `row` [V] on the device: a Philox draw (sample_unchecked; -1 for a bad row) or
