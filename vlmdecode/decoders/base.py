@@ -64,6 +64,9 @@ class DecoderError(RuntimeError):
     pass
 
 
+PREFILLS = ("onnxruntime", "native")  # who runs a CUDA decoder's prompt: the ONNX decoder, or native.prefill
+
+
 def prompt_length(x, max_length: int, context_length: int | None) -> int:
     """S of a prompt -- `Staged`, an array [1, S, ...] or an OrtValue -- checked: 1 <= S < max_length (the KV
     capacity leaves room for one generated token at least)."""

@@ -57,7 +57,7 @@ from ..devices import Device, parse_device
 from ..modelfolder import ModelFolder
 from ..sampling import Sampler, SamplingParams
 from ..sessions import _preload_cuda_libraries, check_cuda, make_session
-from .base import BoundDecoder, DecoderError
+from .base import PREFILLS, BoundDecoder, DecoderError
 from .cuda_device import DeviceLoop
 from .cuda_kernels import MAX_SUPPRESS, argmax_blocks, device_kernels  # noqa: F401 -- native imports them here
 
@@ -105,8 +105,8 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
             raise ValueError(f"embed_via must be one of {EMBED_VIA}, got {embed_via!r}")
         if sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
-        if prefill not in ("onnxruntime", "native"):
-            raise ValueError(f"prefill must be one of ('onnxruntime', 'native'), got {prefill!r}")
+        if prefill not in PREFILLS:
+            raise ValueError(f"prefill must be one of {PREFILLS}, got {prefill!r}")
         self.embed_via, self.sync_every = embed_via, sync_every
         self.queue_ahead = mode == "graph"  # decoders.base; device mode has its own loop (module docstring)
         # False (default): one gpu_graph_id for the decoder's life, captured once (module docstring)

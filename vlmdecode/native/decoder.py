@@ -35,7 +35,7 @@ import gc
 import numpy as np
 
 from ..buffers import allocate, host_array
-from ..decoders.base import Decoder, DecoderError, check_max_length
+from ..decoders.base import PREFILLS, Decoder, DecoderError, check_max_length
 from ..decoders.cuda import MAX_SUPPRESS, CudaDecoder, argmax_blocks, device_kernels
 from ..modelfolder import ModelFolder
 from ..sampling import Sampler, sample_unchecked
@@ -46,7 +46,6 @@ from .plan import DecoderPlan, PlanError
 from .timing import StepTiming
 
 KERNELS_PER_LAYER = 5
-PREFILLS = ("onnxruntime", "native")  # who runs the prompt (module docstring)
 
 
 def folder_plan(folder: ModelFolder) -> DecoderPlan:
