@@ -80,7 +80,8 @@ def check_plan(plan: DecoderPlan, max_length: int) -> None:
 
 class NativeDecoder(NativeLoop, StepTiming, Decoder):
     """`vlmdecode.load(dir, "cuda", mode="native")`'s decoder (the `decoders.base` contract): generate() is the
-    device loop; prefill() is onnxruntime's; step() is one host-fed native step (the body graph)."""
+    device loop; prefill() the native prefill (prefill="onnxruntime": onnxruntime's); step() one host-fed native
+    step (the body graph)."""
 
     mode = "native"
 
@@ -129,7 +130,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
         with self.stream:
             self._upload(plan)
-        self.prefill_mode, self._native_prefill = prefill, None
+        self._native_prefill = None  # made after the first rebuild: it reads the step's buffers
         self.rebuild(shapes or K.Shapes())
         if prefill == "native":
             from .prefill import NativePrefill
