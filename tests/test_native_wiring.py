@@ -288,3 +288,33 @@ def test_native_prefill_windowed_rows(fake, folders, serving):
     theirs = _kv_rows(dec.kv, S, "onnxruntime")
     for (p, a), (q, b) in zip(mine, theirs):
         assert np.array_equal(p, q) and np.abs(a - b).max() < 2e-2 * max(1.0, np.abs(b).max())
+
+
+def test_prefill_buckets_and_query_chunks():
+    assert [NP.bucket(S, 1072) for S in (1, 64, 65, 1071)] == [64, 64, 128, 1088]
+    assert NP.bucket(100, 1072, 32) == 128
+    for bad in (0, 1089):
+        with pytest.raises(ValueError):
+            NP.bucket(bad, 1072)
+    assert NP.attention_chunks(1024, None) == [(0, 1024, 0)]
+    assert NP.attention_chunks(2048, 512) == [(0, 1024, 0), (1024, 2048, 512)]  # 1024 - 511 aligned down to 64
+    assert NP.attention_chunks(192, 16, 32) == [(0, 32, 0), (32, 64, 0), (64, 96, 0), (96, 128, 64),
+                                                (128, 160, 64), (160, 192, 128)]
+
+
+def test_native_prefill_query_chunks_follow_numpy_exec(fake, folders):
+    """Query chunks smaller than the prompt, windowed layers whose chunks start past key 0 (k0 > 0): the same
+    logits and KV as numpy_exec (the one-chunk path is the default below 1024 positions)."""
+    dec = _decoder(folders["tiny", "fused-cuda"], prefill="native")
+    dec._native_prefill = NP.NativePrefill(dec, q_chunk=32)
+    assert any(k0 > 0 for _, _, k0 in NP.attention_chunks(192, 16, 32))
+    ref = NumpyDecoder(dec.plan, dec.max_length, np.float64)
+    S = 150
+    x = np.asarray(dec.table)[prompt_ids(S)]
+    cache = ref.new_cache()
+    want = ref.forward(x[0].astype(np.float64), cache)[-1]
+    got = dec.prefill(x)
+    assert np.abs(got - want).max() < 2e-2 * np.abs(want).max()
+    for (pos, rows), kv in zip(_kv_rows(dec.kv, S, "ring"), [c for pair in zip(cache.keys, cache.values)
+                                                               for c in pair]):
+        assert np.abs(rows - kv[:, pos]).max() < 2e-2 * max(1.0, np.abs(kv).max())
