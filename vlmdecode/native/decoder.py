@@ -30,8 +30,6 @@ fallback to onnxruntime for the step. Not here: the kernels' code (`native.kerne
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 
 from ..buffers import allocate, host_array
@@ -278,21 +276,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
     def graph(self, greedy: bool):
         """The captured step (with advance when greedy), captured on first use."""
         if greedy not in self._graphs:
-            # no garbage collection while capturing: a collected onnxruntime session (an earlier pipeline's)
-            # frees device memory, which is illegal during a capture and invalidates it
-            collect = gc.isenabled()
-            gc.disable()
-            try:
-                with self.stream:
-                    self.stream.begin_capture()
-                    try:
-                        self.enqueue_step(greedy)
-                    finally:
-                        g = self.stream.end_capture()
-            finally:
-                if collect:
-                    gc.enable()
-            self._graphs[greedy] = g
+            self._graphs[greedy] = K.capture(self.stream, lambda: self.enqueue_step(greedy))
             self.captured += 1
         return self._graphs[greedy]
 

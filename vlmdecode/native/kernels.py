@@ -198,6 +198,27 @@ class Launch:
         self._pdl()
 
 
+def capture(stream, enqueue):
+    """A CUDA graph of what `enqueue()` launches on `stream` (CuPy stream capture). No garbage collection while
+    capturing: a collected onnxruntime session (an earlier pipeline's) frees device memory, which is illegal
+    during a capture and invalidates it."""
+    import gc
+
+    collect = gc.isenabled()
+    gc.disable()
+    try:
+        with stream:
+            stream.begin_capture()
+            try:
+                enqueue()
+            finally:
+                g = stream.end_capture()
+    finally:
+        if collect:
+            gc.enable()
+    return g
+
+
 def _need_shared(fn, nbytes: int) -> int:
     if nbytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = nbytes

@@ -31,16 +31,16 @@ CUDA only (CuPy, cuBLAS); the bucket arithmetic is plain Python and is tested on
 from __future__ import annotations
 
 import ctypes
-import gc
 
 import numpy as np
 
-from .kernels import ptr
+from .kernels import capture, ptr
 
 BUCKET = 64  # prompt lengths round up to a multiple of this (one captured graph per bucket)
 Q_CHUNK = 1024  # queries a scores block holds: scratch grp x Q_CHUNK x max keys fp32 (+ fp16 probabilities)
 ROW_THREADS = 256
-FOLD_MAX = 6 * 4 * ROW_THREADS  # pf_fold: PF_R float4 slots a thread (cuda_src/prefill.py)
+FOLD_SLOTS = 6  # pf_fold's float4 slots a thread (PF_R of cuda_src/prefill.py, set at compile time)
+FOLD_MAX = FOLD_SLOTS * 4 * ROW_THREADS  # the longest row pf_fold holds
 # a windowed layer's buffer of exactly its window: the native step's ring (position p at row p % window), or
 # onnxruntime's rows (the last min(S, window) positions at rows 0.. in order, kvcache.windowed_rows)
 WINDOWED = {"ring": 1, "onnxruntime": 2}
@@ -146,7 +146,7 @@ def _functions(cp) -> dict:
     if key not in _modules:
         from .cuda_src import common, prefill
 
-        mod = cp.RawModule(code=common.CODE + prefill.CODE, options=("-std=c++17",))
+        mod = cp.RawModule(code=common.CODE + prefill.CODE, options=("-std=c++17", f"-DPF_R={FOLD_SLOTS}"))
         _modules[key] = {n: mod.get_function(n) for n in names}
     return _modules[key]
 
@@ -285,20 +285,5 @@ class NativePrefill:
                 return
             self.enqueue(Sb)  # eager: loads every kernel (cuBLAS's too) before any capture
             self.eager += 1
-            self.graphs[Sb] = self._capture(Sb)
-
-    def _capture(self, Sb: int):
-        collect = gc.isenabled()
-        gc.disable()  # a collected session freeing device memory would invalidate the capture (native.decoder)
-        try:
-            st = self.dec.stream
-            st.begin_capture()
-            try:
-                self.enqueue(Sb)
-            finally:
-                g = st.end_capture()
-        finally:
-            if collect:
-                gc.enable()
-        self.captured += 1
-        return g
+            self.graphs[Sb] = capture(dec.stream, lambda: self.enqueue(Sb))
+            self.captured += 1

@@ -38,7 +38,9 @@ extern "C" __global__ void __launch_bounds__(256) pf_embed(
     for (int i = threadIdx.x; i < H; i += blockDim.x) xn[(size_t)s * H + i] = __float2half_rn(r[i] * inv * norm_w[i]);
 }
 
-#define PF_R 6  // float4 slots a thread of pf_fold holds: rows of up to PF_R x 4 x blockDim floats
+#ifndef PF_R  // float4 slots a thread of pf_fold holds: rows of up to PF_R x 4 x blockDim floats; native.prefill
+#define PF_R 6  // passes its FOLD_SLOTS (-DPF_R)
+#endif
 
 // one block a position: resid[s] += rms(delta[s]) * delta_w; then (norm_w not NULL) xn[s] = rms(resid[s]) * norm_w.
 // The row stays in registers (float4 slots): one round of loads, two block reductions, the stores.
