@@ -43,10 +43,16 @@ CONTEXT, CAPACITY = h200_native.CONTEXT, h200_native.CAPACITY
 
 
 def native_prepared():
-    """The gemma3-1b native decoder after a CONTEXT-token prompt (prefilled, first token picked)."""
+    """The gemma3-1b native decoder after a CONTEXT-token prompt (prefilled, first token picked); $NATIVE_SHAPES:
+    Shapes overrides (JSON) for the step profiled."""
     from vlmdecode.profiling import prompt_ids
 
     pipe = h200_native.gemma_native()
+    if os.environ.get("NATIVE_SHAPES"):  # Shapes overrides as JSON, e.g. {"stream": ["qkv", "o"]}
+        from vlmdecode.native.kernels import Shapes
+
+        over = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(os.environ["NATIVE_SHAPES"]).items()}
+        pipe.decoder.rebuild(Shapes(**{**pipe.decoder.shapes.__dict__, **over}))
     pipe.decoder.prepare_timing(pipe.embed(prompt_ids(CONTEXT), None))
     return pipe
 

@@ -1,12 +1,14 @@
-"""H200: two variants of the native step side by side: with and without programmatic dependent launch
-(`native.pdl`; `--set pdl`, the default) or the chunked vs the cluster attention kernel (`--set attention`).
+"""H200: variants of the native step side by side: with and without programmatic dependent launch
+(`native.pdl`; `--set pdl`, the default), the chunked vs the cluster attention kernel (`--set attention`), or
+the register GEMVs vs the streaming gemv_st for some or all projections (`--set stream`, Shapes.stream).
 
 gemma3-1b fp16 fused-cuda at context 1024 (KV capacity 1072) and tiny at context 128: per variant the
 replayed step without advance (200 replays, CUDA events), the greedy step with advance replayed back to
 back (per token), and the pipeline's steady per-token time (bench.pipeline_once), variants interleaved over
-rounds; the copy bandwidth and the floor of this run; greedy tokens of both variants over 64 steps, and each
-against onnxruntime eager teacher-forced (h200_native.parity). Writes $OUT/h200_native_<set>.json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention]
+rounds; the copy bandwidth and the floor of this run; greedy tokens of every variant over 64 steps (equal to the
+first variant's?), and each against onnxruntime eager teacher-forced (h200_native.parity). Writes
+$OUT/h200_native_<set>.json.
+Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|stream]
 """
 
 from __future__ import annotations
@@ -21,10 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import h200_native as hn  # noqa: E402  (fixtures, provenance, timing helpers; nothing runs at import)
 
+ALL = ("qkv", "o", "gate_up", "down")  # native.kernels.STREAMED
 # variant sets: name -> Shapes overrides, measured interleaved on the same decoder (rebuilt between them)
 SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         "attention": {"chunked": {"attn_batch": 0, "attn_threads": 256},
-                      "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}}}
+                      "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}},
+        "stream": {"gemvs": {"stream": ()}, "stream": {"stream": ALL},
+                   "stream mlp": {"stream": ("gate_up", "down")},
+                   "stream 4 warps": {"stream": ALL, "stream_warps": 4},
+                   "stream 16 KB": {"stream": ALL, "stage_bytes": 16384}}}
 
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):
@@ -54,9 +61,10 @@ def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):
     for v in out["variants"].values():
         for k in ("replay_ms", "greedy_ms", "pipeline_ms"):
             v[k + "_median"] = float(np.median(v[k]))
-    out["tokens_equal"] = tokens[names[0]] == tokens[names[1]]
+    out["tokens_equal"] = all(tokens[n] == tokens[names[0]] for n in names[1:])
     var = out["variants"]
-    out[f"{names[1]}_over_{names[0]}"] = var[names[1]]["pipeline_ms_median"] / var[names[0]]["pipeline_ms_median"]
+    for n in names[1:]:
+        out[f"{n}_over_{names[0]}"] = var[n]["pipeline_ms_median"] / var[names[0]]["pipeline_ms_median"]
     dec.rebuild(base)
     return out
 
