@@ -29,9 +29,8 @@ SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         "attention": {"chunked": {"attn_batch": 0, "attn_threads": 256},
                       "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}},
         "stream": {"gemvs": {"stream": ()}, "stream": {"stream": ALL},
-                   "stream mlp": {"stream": ("gate_up", "down")},
-                   "stream 4 warps": {"stream": ALL, "stream_warps": 4},
-                   "stream 16 KB": {"stream": ALL, "stage_bytes": 16384}}}
+                   "stream 16w 4r": {"stream": ALL, "stream_warps": 16, "stream_rows": 4},
+                   "stream 8w 4r": {"stream": ALL, "stream_rows": 4}}}
 
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):

@@ -101,7 +101,7 @@ def gemv(name, grid, a):
 
 
 def gemv_st(name, grid, a):
-    """gemv_st<EPI,NW>: gemv's contract with one slice; the ring's shape (the last two arguments) only decides
+    """gemv_st<EPI,NW,NR>: gemv's contract with one slice; the ring's shape (the last two arguments) only decides
     how the rows travel."""
     epi = int(name[name.index("<") + 1:-1].split(",")[0])
     assert int(a[2]) == int(a[3]) and grid[1] == 1 and int(a[-2]) >= 1 and int(a[-1]) >= 1, (name, grid)

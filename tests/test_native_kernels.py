@@ -73,9 +73,10 @@ def test_stream_ring_and_name():
     assert K.stream_ring(64, 10, K.EPI_PLAIN, 3, stage_bytes=64)[:2] == (1, 4)
     with pytest.raises(K.KernelShapeError, match="use gemv"):
         K.stream_ring(65536, 10, K.EPI_PLAIN, 1)
-    assert K.stream_name(K.EPI_GELU, 8) == "gemv_st<1,8>"
-    with pytest.raises(K.KernelShapeError, match="plain or GELU"):
-        K.stream_name(K.EPI_HEAD, 8)
+    assert K.stream_name(K.EPI_GELU, 8) == "gemv_st<1,8,2>" and K.stream_name(K.EPI_PLAIN, 4, 1) == "gemv_st<0,4,1>"
+    for bad in ((K.EPI_HEAD, 8, 2), (K.EPI_GELU, 8, 1), (K.EPI_PLAIN, 17, 2), (K.EPI_PLAIN, 8, 3)):
+        with pytest.raises(K.KernelShapeError, match="plain or GELU"):
+            K.stream_name(*bad)
 
 
 def test_kernel_names():
@@ -99,14 +100,15 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
           (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4))
     inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});" for d, g, kb, c, nw in cl]
-    inst += [f"template __global__ void gemv_st<{epi},{nw}>({sig},int,int);" for epi, nw in ((0, 8), (1, 8), (0, 4))]
+    inst += [f"template __global__ void gemv_st<{epi},{nw},{nr}>({sig},int,int);"
+             for epi, nw, nr in ((0, 8, 2), (1, 8, 2), (0, 4, 1), (1, 16, 4), (0, 16, 4))]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 29, r.stderr[-3000:]  # 15 gemv, 2 attention, 8 attention_cl, 3 gemv_st, advance
+    assert len(fns) == 31, r.stderr[-3000:]  # 15 gemv, 2 attention, 8 attention_cl, 5 gemv_st, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
 

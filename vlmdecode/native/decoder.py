@@ -212,9 +212,9 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         unknown = set(sh.stream) - set(K.STREAMED)
         if unknown:
             raise K.KernelShapeError(f"Shapes.stream names {sorted(unknown)}; it takes any of {K.STREAMED}")
-        streamed = {(K.EPI_GELU if p == "gate_up" else K.EPI_PLAIN, sh.stream_warps) for p in sh.stream}
+        streamed = {(K.EPI_GELU if p == "gate_up" else K.EPI_PLAIN, sh.stream_warps, sh.stream_rows) for p in sh.stream}
         fns = K.compile_module(gemvs, {D}, cl, streamed)
-        st = dict(warps=sh.stream_warps, blocks=sh.stream_blocks, stage_bytes=sh.stage_bytes)
+        st = dict(warps=sh.stream_warps, rows=sh.stream_rows, blocks=sh.stream_blocks, stage_bytes=sh.stage_bytes)
 
         def gemv(proj, name, W, n_rows, k_len, wr, **kw):  # the projection's GEMV: gemv_st or gemv<..>
             if proj in sh.stream:

@@ -48,9 +48,10 @@ class Shapes:
     attn_cluster: int = 16
     attn_clusters: int = 1
     # gemv_st for these projections (any of "qkv", "o", "gate_up", "down"; "down" then runs unsplit): consumer
-    # warps a block, blocks (0: one a multiprocessor), bytes a stage of the shared-memory ring
+    # warps a block, rows a warp at once, blocks (0: one a multiprocessor), bytes a stage of the shared-memory ring
     stream: tuple = ()
     stream_warps: int = 8
+    stream_rows: int = 2
     stream_blocks: int = 0
     stage_bytes: int = 32768
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
@@ -156,8 +157,8 @@ _modules: dict = {}
 
 def compile_module(gemvs, head_dims, clustered=(), streamed=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, gemv_st<EPI,NW> for
-    every (epi, nw) in `streamed` and `advance`; cached
+    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, gemv_st<EPI,NW,NR> for
+    every (epi, nw[, nr = 2]) in `streamed` and `advance`; cached
     per process and name set."""
     import cupy
 
@@ -296,12 +297,14 @@ STAGE_BYTES = 32768  # bytes of weight rows a stage of gemv_st (a bulk copy each
 STREAMED = ("qkv", "o", "gate_up", "down")  # the projections Shapes.stream may name
 
 
-def stream_name(epi: int, warps: int) -> str:
-    """gemv_st<EPI, NW>: the streaming GEMV with NW consumer warps (+ one producer warp)."""
-    if epi not in (EPI_PLAIN, EPI_GELU) or not 1 <= warps <= 16:
-        raise KernelShapeError(f"gemv_st: a plain or GELU epilogue and 1-16 consumer warps, got epi {epi}, "
-                               f"{warps} warps")
-    return f"gemv_st<{epi},{warps}>"
+def stream_name(epi: int, warps: int, rows: int = 2) -> str:
+    """gemv_st<EPI, NW, NR>: the streaming GEMV with NW consumer warps (+ one producer warp), NR rows a warp at
+    once (GELU: NR / 2 channels' gate and up rows)."""
+    if epi not in (EPI_PLAIN, EPI_GELU) or not 1 <= warps <= 16 or rows not in (1, 2, 4) or (
+            epi == EPI_GELU and rows == 1):
+        raise KernelShapeError(f"gemv_st: a plain or GELU epilogue, 1-16 consumer warps and 1, 2 or 4 rows a warp "
+                               f"at once (GELU: 2 or 4), got epi {epi}, {warps} warps, {rows} rows")
+    return f"gemv_st<{epi},{warps},{rows}>"
 
 
 def stream_ring(ld: int, n_rows: int, epi: int, blocks: int, stage_bytes: int = STAGE_BYTES,
@@ -325,16 +328,17 @@ def stream_ring(ld: int, n_rows: int, epi: int, blocks: int, stage_bytes: int = 
 
 def gemv_stream(fns, name: str, W, n_rows: int, *, epi: int = EPI_PLAIN, y, src=None, x_in=None,
                 x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None, resid_out=None, norm_w=None,
-                eps: float = 1e-6, warps: int = 8, blocks: int = 0, stage_bytes: int = STAGE_BYTES) -> Launch:
+                eps: float = 1e-6, warps: int = 8, rows: int = 2, blocks: int = 0,
+                stage_bytes: int = STAGE_BYTES) -> Launch:
     """A gemv_st launch: gemv's contract (one slice: k_len = the whole row) with W's rows streamed through a
-    shared-memory ring; blocks 0: one a multiprocessor."""
+    shared-memory ring; blocks 0: one a multiprocessor; warps, rows: `stream_name`."""
     import cupy
 
     ld = int(W.shape[1])
     if ld % 8:
         raise KernelShapeError(f"{name}: gemv_st rows must be a multiple of 8 halves, got {ld}")
     attrs = cupy.cuda.Device().attributes
-    fn = fns[stream_name(epi, warps)]
+    fn = fns[stream_name(epi, warps, rows)]
     blocks = int(blocks or attrs["MultiProcessorCount"])
     limit = int(attrs["MaxSharedMemoryPerBlockOptin"]) - int(fn.shared_size_bytes)
     units, stages, shared = stream_ring(ld, n_rows, epi, blocks, stage_bytes, limit)

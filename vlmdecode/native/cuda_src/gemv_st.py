@@ -1,6 +1,6 @@
-"""The streaming GEMV `gemv_st<EPI, NW>`: the weight rows of each block copied into a ring of shared-memory
-stages by the copy engine (cp.async.bulk, one transaction barrier a stage), NW consumer warps reducing them,
-one producer warp refilling the ring.
+"""The streaming GEMV `gemv_st<EPI, NW, NR>`: the weight rows of each block copied into a ring of shared-memory
+stages by the copy engine (cp.async.bulk, one transaction barrier a stage), NW consumer warps reducing them
+(NR rows a warp at once), one producer warp refilling the ring.
 
 Why: `gemv` holds its rows in registers, so each row group is a full memory round trip and a block's next
 group is not requested until the current one is reduced; at 2-32 MB its blocks spend the step waiting
@@ -45,15 +45,28 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, const unsi
                  :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
 
-// one warp: the dot product of a k-element fp16 row in shared memory with vec (fp32, shared), on every lane
-__device__ __forceinline__ float row_dot(const __half* row, const float* vec, const int k) {
-    float acc = 0.f;
-    for (int c = threadIdx.x & 31; c < (k >> 3); c += 32)
-        acc += dot8(reinterpret_cast<const uint4*>(row)[c], vec + 8 * c);
-    return warp_sum(acc);
+// one warp: the dot products of NR k-element fp16 rows in shared memory with vec (fp32, shared), on every lane;
+// the rows' loads and sums interleaved (NR independent chains), each vector load serving all NR rows
+template <int NR>
+__device__ __forceinline__ void rows_dot(float (&acc)[NR], const __half* const (&row)[NR], const float* vec,
+                                         const int k) {
+#pragma unroll
+    for (int i = 0; i < NR; ++i) acc[i] = 0.f;
+#pragma unroll 2
+    for (int c = threadIdx.x & 31; c < (k >> 3); c += 32) {
+        uint4 w[NR];
+#pragma unroll
+        for (int i = 0; i < NR; ++i) w[i] = reinterpret_cast<const uint4*>(row[i])[c];
+#pragma unroll
+        for (int i = 0; i < NR; ++i) acc[i] += dot8(w[i], vec + 8 * c);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int i = 0; i < NR; ++i) acc[i] += __shfl_xor_sync(FULL, acc[i], o);
 }
 
-template <int EPI, int NW>
+template <int EPI, int NW, int NR>
 __global__ void __launch_bounds__((NW + 1) * 32, 1) gemv_st(
     const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
     const float* src, const __half* x_in, const float x_scale,
@@ -65,6 +78,7 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemv_st(
     const int stage_units, const int n_stages)
 {
     static_assert(EPI == EPI_PLAIN || EPI == EPI_GELU, "gemv_st: plain or gelu(gate) * up");
+    static_assert(NR >= 1 && (EPI != EPI_GELU || NR % 2 == 0), "gemv_st: NR rows a warp at once, (gate, up) pairs");
     constexpr int ROWS = EPI == EPI_GELU ? 2 : 1;  // rows a unit: (gate, up) or one
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ float red[32];
@@ -112,14 +126,22 @@ __global__ void __launch_bounds__((NW + 1) * 32, 1) gemv_st(
         const int slot = s % n_stages, a = u0 + s * stage_units, n = min(stage_units, u1 - a);
         mbar_wait_parity(full + slot, (unsigned)((s / n_stages) & 1));
         const __half* rows = reinterpret_cast<const __half*>(ring + (size_t)slot * stage_bytes);
-        for (int r = warp; r < n; r += NW) {
-            const float g = row_dot(rows + (size_t)r * ld, vec, k_len);
-            if (EPI == EPI_GELU) {
-                const float u = row_dot(rows + (size_t)(stage_units + r) * ld, vec, k_len);
-                if (lane == 0) y[a + r] = gelu_tanh(g) * u;
-            } else if (lane == 0) {
-                y[a + r] = g;
+        // PLAIN: rows r, r + NW, .. (NR at once); GELU: NR / 2 channels, their gate and up rows
+        constexpr int PER = EPI == EPI_GELU ? NR / 2 : NR;
+        for (int r = warp; r < n; r += NW * PER) {
+            const __half* row[NR];
+            float acc[NR];
+#pragma unroll
+            for (int i = 0; i < PER; ++i) {
+                const int q = min(r + i * NW, n - 1);  // past the stage's last row: a repeat, not stored
+                row[i] = rows + (size_t)q * ld;
+                if (EPI == EPI_GELU) row[PER + i] = rows + (size_t)(stage_units + q) * ld;
             }
+            rows_dot<NR>(acc, row, vec, k_len);
+#pragma unroll
+            for (int i = 0; i < PER; ++i)
+                if (lane == 0 && r + i * NW < n)
+                    y[a + r + i * NW] = EPI == EPI_GELU ? gelu_tanh(acc[i]) * acc[PER + i] : acc[i];
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(empty + slot);

@@ -1,0 +1,186 @@
+"""H200 probe: how fast can one kernel stream a decode step's weight matrix, and where do the native GEMVs lose?
+
+For each of gemma3-1b's projection sizes (qkv 3.5 MB, o 2.4 MB, down 15.9 MB, gate_up 31.9 MB) it times, per
+launch, kernels replayed back to back in one CUDA graph over 4 rotating copies of the weight (more than the
+L2 holds, so every launch reads HBM):
+  rd<NV> x blocks an SM  a plain streaming read (16-byte loads, NV in flight a thread, grid-stride), no math:
+                         the read rate a kernel of that size can reach, ramp and tail included
+  bulk<STAGE> x blocks   the copy engine (cp.async.bulk) filling a ring of shared-memory stages, each block a
+                         contiguous share, consumers only release the stages: gemv_st's transport alone
+  gemv / gemv_st         the native decoder's register GEMV at its default shape and the streaming GEMV
+Writes $OUT/h200_stream_probe.json (us per launch, TB/s). CuPy only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PROBE = r"""
+#include <cuda_fp16.h>
+template <int NV>
+__global__ void __launch_bounds__(256) rd(const uint4* __restrict__ w, const long long n16, unsigned* out) {
+    unsigned acc = 0;
+    const long long stride = (long long)gridDim.x * blockDim.x * NV;
+    for (long long i = (long long)blockIdx.x * blockDim.x * NV + threadIdx.x; i < n16; i += stride) {
+        uint4 v[NV];
+#pragma unroll
+        for (int j = 0; j < NV; ++j)
+            v[j] = (i + j * blockDim.x < n16) ? __ldcs(w + i + j * blockDim.x) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < NV; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+    }
+    if (acc == 0x12345678u) out[0] = acc;  // keeps the loads
+}
+
+__device__ __forceinline__ unsigned sa(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+__global__ void __launch_bounds__(288, 1) bulk(const unsigned char* __restrict__ w, const long long bytes,
+                                               const int stage, const int stages, unsigned* out) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)stages * stage);
+    unsigned long long* empty = full + stages;
+    const long long per = (bytes / gridDim.x + 15) / 16 * 16;
+    const long long b0 = per * blockIdx.x, b1 = min(bytes, b0 + per);
+    const int n = b1 > b0 ? (int)((b1 - b0 + stage - 1) / stage) : 0;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x / 32 - 1;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; ++s) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(full + s)));
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(sa(empty + s)), "r"(nw));
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    auto wait = [&](unsigned long long* bar, unsigned par) {
+        unsigned done = 0;
+        while (!done)
+            asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                         "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(sa(bar)), "r"(par) : "memory");
+    };
+    if (warp == nw) {
+        if (lane == 0)
+            for (int s = 0; s < n; ++s) {
+                if (s >= stages) wait(empty + s % stages, (unsigned)((s / stages - 1) & 1));
+                const long long a = b0 + (long long)s * stage;
+                const unsigned len = (unsigned)min((long long)stage, b1 - a);
+                const unsigned bar = sa(full + s % stages), dst = sa(sm + (size_t)(s % stages) * stage);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(len) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(dst), "l"(w + a), "r"(len), "r"(bar) : "memory");
+            }
+        return;
+    }
+    unsigned acc = 0;
+    for (int s = 0; s < n; ++s) {
+        wait(full + s % stages, (unsigned)((s / stages) & 1));
+        acc ^= reinterpret_cast<const unsigned*>(sm + (size_t)(s % stages) * stage)[threadIdx.x];
+        __syncwarp();
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + s % stages)) : "memory");
+    }
+    if (acc == 0x12345678u) out[0] = acc;
+}
+"""
+
+SIZES = {"qkv": (1536, 1152), "o": (1152, 1024), "down": (1152, 6912), "gate_up": (13824, 1152)}
+COPIES = 4
+
+
+def timed(launches, reps: int = 20, rounds: int = 5) -> float:
+    """us per launch: `reps` x COPIES launches (one callable a weight copy) captured in one graph, replayed
+    `rounds` times, median."""
+    import cupy
+
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        for launch in launches:
+            launch()
+        s.synchronize()
+        s.begin_capture()
+        for _ in range(reps):
+            for launch in launches:
+                launch()
+        g = s.end_capture()
+        g.launch(s)
+        s.synchronize()
+        out = []
+        for _ in range(rounds):
+            a, b = cupy.cuda.Event(), cupy.cuda.Event()
+            a.record(s)
+            g.launch(s)
+            b.record(s)
+            b.synchronize()
+            out.append(cupy.cuda.get_elapsed_time(a, b) * 1e3 / (reps * COPIES))
+    return float(np.median(out))
+
+
+def main() -> None:
+    import cupy
+
+    from vlmdecode.native import kernels as K
+
+    attrs = cupy.cuda.Device().attributes
+    sms = attrs["MultiProcessorCount"]
+    mod = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=[f"rd<{n}>" for n in (4, 8, 16)])
+    bulk = mod.get_function("bulk")
+    bulk.max_dynamic_shared_size_bytes = 227 * 1024
+    sink = cupy.zeros(1, cupy.uint32)
+    res: dict = {"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "sms": sms, "copies": COPIES,
+                 "git_sha": os.environ.get("VLMDECODE_GIT_SHA"), "sizes": {}}
+    VARIANTS = [(nw, nr, st) for nw in (8, 16) for nr in (2, 4) for st in (16384, 32768)]
+    fns = K.compile_module({(5, 1, 0, 1), (4, 1, 0, 1), (5, 2, 1, 0), (4, 1, 0, 2)}, set(),
+                           streamed={(e, nw, nr) for e in (0, 1) for nw, nr, _ in VARIANTS})
+    for name, (rows, k) in SIZES.items():
+        Ws = [cupy.asarray((np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16))
+              for c in range(COPIES)]
+        nbytes = Ws[0].nbytes
+        r: dict = {"bytes": nbytes}
+        for nv in (4, 8, 16):
+            for per_sm in (1, 2, 4, 8):
+                fn = mod.get_function(f"rd<{nv}>")
+                r[f"rd{nv} x{per_sm}"] = timed([partial(fn, (sms * per_sm,), (256,), (W, np.int64(nbytes // 16), sink))
+                                                for W in Ws])
+        for stage in (8192, 16384, 32768):
+            for per_sm in (1, 2):
+                stages = min(16, (220 * 1024 // per_sm) // (stage + 16))
+                tail = (np.int64(nbytes), np.int32(stage), np.int32(stages), sink)
+                r[f"bulk{stage // 1024}K x{per_sm}"] = timed([partial(bulk, (sms * per_sm,), (288,), (W, *tail),
+                                                                      shared_mem=stages * (stage + 16)) for W in Ws])
+        x = cupy.asarray(np.random.default_rng(9).standard_normal(k).astype(np.float32))
+        y = cupy.zeros(rows * 8, cupy.float32)
+        gelu = name == "gate_up"
+        n_out = rows // 2 if gelu else rows
+        epi = K.EPI_GELU if gelu else K.EPI_PLAIN
+        if name == "down":
+            reg = [K.gemv(fns, "t", W, rows, 864, splits=8, y=y, src=x, warps=4, rpw=1, prefetch_weights=2)
+                   for W in Ws]
+        else:
+            wr = (8, 2, 0) if gelu else (8, 1, 1)
+            reg = [K.gemv(fns, "t", W, n_out, k, epi=epi, y=y, src=x, warps=wr[0], rpw=wr[1],
+                          prefetch_weights=wr[2]) for W in Ws]
+        r["gemv"] = timed(reg)
+        for nw, nr, stage in VARIANTS:
+            st = [K.gemv_stream(fns, "t", W, n_out, epi=epi, y=y, src=x, warps=nw, rows=nr, stage_bytes=stage)
+                  for W in Ws]
+            r[f"gemv_st {nw}w {nr}r {stage // 1024}K"] = timed(st)
+        r = {kk: (v if kk == "bytes" else {"us": round(v, 3), "tb_s": round(nbytes / v / 1e6, 3)})
+             for kk, v in r.items()}
+        res["sizes"][name] = r
+        best = sorted(((v["us"], kk) for kk, v in r.items() if kk != "bytes"))[:4]
+        print(name, nbytes, "gemv", r["gemv"], "best", best, flush=True)
+        del Ws
+    out = Path(os.environ.get("OUT", "/tmp/out"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "h200_stream_probe.json").write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
