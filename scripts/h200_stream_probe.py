@@ -8,7 +8,8 @@ L2 holds, so every launch reads HBM):
   bulk<STAGE> x blocks   the copy engine (cp.async.bulk) filling a ring of shared-memory stages, each block a
                          contiguous share, consumers only release the stages: gemv_st's transport alone
   gemv / gemv_st         the native decoder's register GEMV at its default shape and the streaming GEMV
-Writes $OUT/h200_stream_probe.json (us per launch, TB/s). CuPy only.
+Writes $OUT/h200_stream_probe.json (us per launch, TB/s). `--gemv-sweep`: the register gemv of gate_up and down
+at other block shapes, splits and grids instead (h200_gemv_sweep.json). CuPy only.
 """
 
 from __future__ import annotations
@@ -122,6 +123,57 @@ def timed(launches, reps: int = 20, rounds: int = 5) -> float:
     return float(np.median(out))
 
 
+def gemv_sweep() -> None:
+    """The register gemv at other block shapes and grids (a grid-stride kernel: any grid is correct) for gate_up
+    and down, the two largest, with the fold prologue of the step where it has one. -> h200_gemv_sweep.json"""
+    import dataclasses
+
+    import cupy
+
+    from vlmdecode.native import kernels as K
+
+    H, I = 1152, 6912
+    rng = np.random.default_rng(0)
+    vec = lambda n: cupy.asarray(rng.standard_normal(n).astype(np.float32))  # noqa: E731
+    resid, o, w1, w2, m = vec(H), vec(H), vec(H) + 2, vec(H) + 2, vec(I)
+    y, out = cupy.zeros(8 * I, cupy.float32), cupy.zeros(H, cupy.float32)
+    res: dict = {"git_sha": os.environ.get("VLMDECODE_GIT_SHA"), "copies": COPIES, "gate_up": {}, "down": {}}
+    Wg = [cupy.asarray((np.random.default_rng(c).standard_normal((2 * I, H)) * 0.05).astype(np.float16))
+          for c in range(COPIES)]
+    gu_shapes = ((8, 2, 0), (8, 2, 1), (8, 2, 2), (4, 2, 0), (8, 4, 0), (4, 4, 0), (2, 2, 0))
+    d_shapes = ((4, 1, 2), (8, 1, 2), (4, 2, 2), (4, 1, 1), (8, 1, 0))
+    fns = K.compile_module({(5, rpw, K.EPI_GELU, pf) for _, rpw, pf in gu_shapes}
+                           | {(K.loads_per_lane(I // s), rpw, K.EPI_PLAIN, pf) for s in (4, 6, 8, 12)
+                              for _, rpw, pf in d_shapes}, set())
+    for warps, rpw, pf in gu_shapes:
+        base = [K.gemv(fns, "gu", W, I, H, epi=K.EPI_GELU, y=y, src=resid, delta=o, delta_w=w1, resid_out=out,
+                       norm_w=w2, warps=warps, rpw=rpw, prefetch_weights=pf) for W in Wg]
+        groups = -(-I // (warps * rpw // 2))
+        for grid in sorted({base[0].grid[0], 132, 264, 396, groups // 2, groups // 3}):
+            ls = [dataclasses.replace(b, grid=(grid, 1, 1)) for b in base]
+            res["gate_up"][f"{warps}w {rpw}r pf{pf} grid {grid}"] = round(timed(ls), 3)
+            if (warps, rpw, pf) == (8, 2, 0) and grid == base[0].grid[0]:
+                res["default_gate_up"] = f"{warps}w {rpw}r pf{pf} grid {grid}"  # Shapes().gate_up, its grid
+    del Wg
+    Wd = [cupy.asarray((np.random.default_rng(c).standard_normal((H, I)) * 0.05).astype(np.float16))
+          for c in range(COPIES)]
+    for splits in (4, 6, 8, 12):
+        for warps, rpw, pf in d_shapes:
+            base = [K.gemv(fns, "d", W, H, I // splits, splits=splits, y=y, src=m, warps=warps, rpw=rpw,
+                           prefetch_weights=pf) for W in Wd]
+            for grid in sorted({base[0].grid[0], 66, 132, 264}):
+                ls = [dataclasses.replace(b, grid=(grid, splits, 1)) for b in base]
+                res["down"][f"{splits} splits {warps}w {rpw}r pf{pf} grid {grid}"] = round(timed(ls), 3)
+                if (splits, warps, rpw, pf) == (8, 4, 1, 2) and grid == base[0].grid[0]:
+                    res["default_down"] = f"{splits} splits {warps}w {rpw}r pf{pf} grid {grid}"
+    for k in ("gate_up", "down"):
+        print(k, "default:", res.get(f"default_{k}"), res[k].get(res.get(f"default_{k}")), "best:",
+              sorted(res[k].items(), key=lambda kv: kv[1])[:5], flush=True)
+    out_dir = Path(os.environ.get("OUT", "/tmp/out"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "h200_gemv_sweep.json").write_text(json.dumps(res, indent=2))
+
+
 def main() -> None:
     import cupy
 
@@ -129,7 +181,8 @@ def main() -> None:
 
     attrs = cupy.cuda.Device().attributes
     sms = attrs["MultiProcessorCount"]
-    mod = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=[f"rd<{n}>" for n in (4, 8, 16)])
+    mod = cupy.RawModule(code=PROBE, options=("-std=c++17",),
+                         name_expressions=[f"rd<{n}>" for n in (4, 8, 16)] + ["bulk"])
     bulk = mod.get_function("bulk")
     bulk.max_dynamic_shared_size_bytes = 227 * 1024
     sink = cupy.zeros(1, cupy.uint32)
@@ -183,4 +236,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    gemv_sweep() if "--gemv-sweep" in sys.argv else main()
