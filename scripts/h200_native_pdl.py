@@ -1,6 +1,6 @@
 """H200: variants of the native step side by side: with and without programmatic dependent launch
-(`native.pdl`; `--set pdl`, the default), the chunked vs the cluster attention kernel (`--set attention`), or
-the register GEMVs vs the streaming gemv_st for some or all projections (`--set stream`, Shapes.stream).
+(`native.pdl`; `--set pdl`, the default) or the chunked vs the cluster attention kernel (`--set attention`); a set
+may hold more than two variants (branch `gemv-st` added one of four, the streaming GEMV).
 
 gemma3-1b fp16 fused-cuda at context 1024 (KV capacity 1072) and tiny at context 128: per variant the
 replayed step without advance (200 replays, CUDA events), the greedy step with advance replayed back to
@@ -8,7 +8,7 @@ back (per token), and the pipeline's steady per-token time (bench.pipeline_once)
 rounds; the copy bandwidth and the floor of this run; greedy tokens of every variant over 64 steps (equal to the
 first variant's?), and each against onnxruntime eager teacher-forced (h200_native.parity). Writes
 $OUT/h200_native_<set>.json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|stream]
+Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention]
 """
 
 from __future__ import annotations
@@ -23,14 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import h200_native as hn  # noqa: E402  (fixtures, provenance, timing helpers; nothing runs at import)
 
-ALL = ("qkv", "o", "gate_up", "down")  # native.kernels.STREAMED
 # variant sets: name -> Shapes overrides, measured interleaved on the same decoder (rebuilt between them)
 SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         "attention": {"chunked": {"attn_batch": 0, "attn_threads": 256},
-                      "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}},
-        "stream": {"gemvs": {"stream": ()}, "stream": {"stream": ALL},
-                   "stream 16w 4r": {"stream": ALL, "stream_warps": 16, "stream_rows": 4},
-                   "stream 8w 4r": {"stream": ALL, "stream_rows": 4}}}
+                      "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}}}
 
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):

@@ -7,7 +7,9 @@ L2 holds, so every launch reads HBM):
                          the read rate a kernel of that size can reach, ramp and tail included
   bulk<STAGE> x blocks   the copy engine (cp.async.bulk) filling a ring of shared-memory stages, each block a
                          contiguous share, consumers only release the stages: gemv_st's transport alone
-  gemv / gemv_st         the native decoder's register GEMV at its default shape and the streaming GEMV
+  gemv                   the native decoder's register GEMV at its default shape
+(h200_stream_probe.json also holds gemv_st rows: the streaming GEMV of branch `gemv-st`, run from its commit
+9e1636e, where this script timed it too; it was slower at every size and did not land.)
 Writes $OUT/h200_stream_probe.json (us per launch, TB/s). `--gemv-sweep`: the register gemv of gate_up and down
 at other block shapes, splits and grids instead (h200_gemv_sweep.json). CuPy only.
 """
@@ -95,6 +97,24 @@ SIZES = {"qkv": (1536, 1152), "o": (1152, 1024), "down": (1152, 6912), "gate_up"
 COPIES = 4
 
 
+def provenance() -> dict:
+    """GPU, driver, CUDA, CuPy and package versions, git sha, command line and date of this run."""
+    import datetime
+    import subprocess
+
+    import cupy
+
+    import vlmdecode
+
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv), "git_sha": os.environ.get("VLMDECODE_GIT_SHA"),
+            "gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "nvidia_smi": smi,
+            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+            "cupy": cupy.__version__, "numpy": np.__version__, "vlmdecode": vlmdecode.__version__}
+
+
 def timed(launches, reps: int = 20, rounds: int = 5) -> float:
     """us per launch: `reps` x COPIES launches (one callable a weight copy) captured in one graph, replayed
     `rounds` times, median."""
@@ -137,7 +157,7 @@ def gemv_sweep() -> None:
     vec = lambda n: cupy.asarray(rng.standard_normal(n).astype(np.float32))  # noqa: E731
     resid, o, w1, w2, m = vec(H), vec(H), vec(H) + 2, vec(H) + 2, vec(I)
     y, out = cupy.zeros(8 * I, cupy.float32), cupy.zeros(H, cupy.float32)
-    res: dict = {"git_sha": os.environ.get("VLMDECODE_GIT_SHA"), "copies": COPIES, "gate_up": {}, "down": {}}
+    res: dict = {"provenance": provenance(), "copies": COPIES, "gate_up": {}, "down": {}}
     Wg = [cupy.asarray((np.random.default_rng(c).standard_normal((2 * I, H)) * 0.05).astype(np.float16))
           for c in range(COPIES)]
     gu_shapes = ((8, 2, 0), (8, 2, 1), (8, 2, 2), (4, 2, 0), (8, 4, 0), (4, 4, 0), (2, 2, 0))
@@ -186,11 +206,8 @@ def main() -> None:
     bulk = mod.get_function("bulk")
     bulk.max_dynamic_shared_size_bytes = 227 * 1024
     sink = cupy.zeros(1, cupy.uint32)
-    res: dict = {"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "sms": sms, "copies": COPIES,
-                 "git_sha": os.environ.get("VLMDECODE_GIT_SHA"), "sizes": {}}
-    VARIANTS = [(nw, nr, st) for nw in (8, 16) for nr in (2, 4) for st in (16384, 32768)]
-    fns = K.compile_module({(5, 1, 0, 1), (4, 1, 0, 1), (5, 2, 1, 0), (4, 1, 0, 2)}, set(),
-                           streamed={(e, nw, nr) for e in (0, 1) for nw, nr, _ in VARIANTS})
+    res: dict = {"provenance": provenance(), "sms": sms, "copies": COPIES, "sizes": {}}
+    fns = K.compile_module({(5, 1, 0, 1), (4, 1, 0, 1), (5, 2, 1, 0), (4, 1, 0, 2)}, set())
     for name, (rows, k) in SIZES.items():
         Ws = [cupy.asarray((np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16))
               for c in range(COPIES)]
@@ -220,10 +237,6 @@ def main() -> None:
             reg = [K.gemv(fns, "t", W, n_out, k, epi=epi, y=y, src=x, warps=wr[0], rpw=wr[1],
                           prefetch_weights=wr[2]) for W in Ws]
         r["gemv"] = timed(reg)
-        for nw, nr, stage in VARIANTS:
-            st = [K.gemv_stream(fns, "t", W, n_out, epi=epi, y=y, src=x, warps=nw, rows=nr, stage_bytes=stage)
-                  for W in Ws]
-            r[f"gemv_st {nw}w {nr}r {stage // 1024}K"] = timed(st)
         r = {kk: (v if kk == "bytes" else {"us": round(v, 3), "tb_s": round(nbytes / v / 1e6, 3)})
              for kk, v in r.items()}
         res["sizes"][name] = r

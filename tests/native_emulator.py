@@ -100,14 +100,6 @@ def gemv(name, grid, a):
         partials(x.astype(F16), grid[0], part_v, part_i, view(suppress, I64, ns) if ns else ())
 
 
-def gemv_st(name, grid, a):
-    """gemv_st<EPI,NW,NR>: gemv's contract with one slice; the ring's shape (the last two arguments) only decides
-    how the rows travel."""
-    epi = int(name[name.index("<") + 1:-1].split(",")[0])
-    assert int(a[2]) == int(a[3]) and grid[1] == 1 and int(a[-2]) >= 1 and int(a[-1]) >= 1, (name, grid)
-    gemv(f"gemv<0,0,{epi},0>", grid, a[:-2])
-
-
 def partials(h16, nb, part_v, part_i, suppress=()):
     """One (max, first index) partial per block over the ids not suppressed: here all in block 0, the others
     empty (-inf, NO_INDEX)."""
@@ -175,8 +167,7 @@ def advance(name, grid, a):
         tt[0] += 1
 
 
-KERNELS = {"gemv": gemv, "gemv_st": gemv_st, "attention": attention, "advance": advance,
-           "argmax_partial": argmax_partial}
+KERNELS = {"gemv": gemv, "attention": attention, "advance": advance, "argmax_partial": argmax_partial}
 
 
 # ---- the module -------------------------------------------------------------------------------------
@@ -251,8 +242,7 @@ def fake_cupy():
     class Device:
         def __init__(self, index=0):
             self.id = index
-            self.attributes = {"MultiProcessorCount": 132, "MaxSharedMemoryPerMultiprocessor": 233472,
-                               "MaxSharedMemoryPerBlockOptin": 232448}
+            self.attributes = {"MultiProcessorCount": 132, "MaxSharedMemoryPerMultiprocessor": 233472}
             self.compute_capability = "80"  # plain launches (no PDL): what the emulated kernels stand for
 
         def __enter__(self):

@@ -63,22 +63,6 @@ def test_cluster_attention_geometry():
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
 
 
-def test_stream_ring_and_name():
-    # gemma3-1b gate_up over 132 blocks: 7 channels (2 x 7 rows of 2304 bytes) a stage, 104.7 channels a block
-    units, stages, shared = K.stream_ring(1152, 6912, K.EPI_GELU, 132)
-    assert units == 7 and stages == (232448 - 4608) // (32256 + 16) == 7 and shared == 4608 + 7 * (32256 + 16)
-    # down unsplit: rows of 6912 halves, 2 a stage; a block's 9 rows need 5 stages, all of which fit
-    assert K.stream_ring(6912, 1152, K.EPI_PLAIN, 132)[:2] == (2, 5)
-    # a row longer than a stage: one row a stage; shared memory too small for one stage: refused
-    assert K.stream_ring(64, 10, K.EPI_PLAIN, 3, stage_bytes=64)[:2] == (1, 4)
-    with pytest.raises(K.KernelShapeError, match="use gemv"):
-        K.stream_ring(65536, 10, K.EPI_PLAIN, 1)
-    assert K.stream_name(K.EPI_GELU, 8) == "gemv_st<1,8,2>" and K.stream_name(K.EPI_PLAIN, 4, 1) == "gemv_st<0,4,1>"
-    for bad in ((K.EPI_HEAD, 8, 2), (K.EPI_GELU, 8, 1), (K.EPI_PLAIN, 17, 2), (K.EPI_PLAIN, 8, 3)):
-        with pytest.raises(K.KernelShapeError, match="plain or GELU"):
-            K.stream_name(*bad)
-
-
 def test_kernel_names():
     assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1,1>" and K.attention_name(256) == "attention<256>"
     assert K.gemv_name(5, 2, K.EPI_GELU, 0) == "gemv<5,2,1,0>" and K.gemv_name(1, 4, K.EPI_HEAD, 2) == "gemv<1,4,2,2>"
@@ -100,15 +84,13 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
           (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4))
     inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});" for d, g, kb, c, nw in cl]
-    inst += [f"template __global__ void gemv_st<{epi},{nw},{nr}>({sig},int,int);"
-             for epi, nw, nr in ((0, 8, 2), (1, 8, 2), (0, 4, 1), (1, 16, 4), (0, 16, 4))]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 31, r.stderr[-3000:]  # 15 gemv, 2 attention, 8 attention_cl, 5 gemv_st, advance
+    assert len(fns) == 26, r.stderr[-3000:]  # 15 gemv, 2 attention, 8 attention_cl, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
 

@@ -104,23 +104,15 @@ def _decoder(folder, shapes=None, sync_every=3, prefill="onnxruntime"):
 
 @pytest.mark.parametrize("config,layout,variant", [
     ("tiny", "unfused", "default"), ("tiny", "fused-cuda", "other"), ("split-k", "fused-cuda", "default"),
-    ("split-k", "unfused", "other"), ("split-k", "fused-cuda", "stream"), ("tiny", "unfused", "stream mlp")])
+    ("split-k", "unfused", "other")])
 def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
-    if variant == "other":  # attention_cl, finer split-K, another head shape
+    if variant != "default":  # attention_cl, finer split-K, another head shape
         shapes = K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_threads=128, slice_target=640,
                           head=(4, 2), gate_up=(8, 4))
-    elif variant.startswith("stream"):  # gemv_st for every projection or the MLP's (then down unsplit)
-        shapes = K.Shapes(stream=K.STREAMED if variant == "stream" else ("gate_up", "down"), stream_blocks=5,
-                          stage_bytes=1024, slice_target=640)
     dec = _decoder(folders[config, layout], shapes, sync_every=1)  # each token read before the next step
     plan, steps = dec.plan, 12
     assert dec.kernels_per_step() == 5 * plan.num_layers + 2 and dec.counters()["kernels_per_step"] == len(dec.body) + 1
-    if shapes is not None and shapes.stream:
-        kinds = [b.fn.name.split("<")[0] for b in dec.body[:5]]
-        assert kinds == ["gemv_st" if p in shapes.stream else k for p, k in
-                         zip(("qkv", "attn", "o", "gate_up", "down"), ("gemv", "attention_cl", "gemv", "", ""))]
-        assert dec.ksd == 1 and dec.body[0].grid == (5, 1, 1) or "qkv" not in shapes.stream
     ids = prompt_ids(10)
     x = np.asarray(dec.table)[ids] if plan.drive == "embeds" else ids
     toks = []

@@ -185,7 +185,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
     def _buffers(self, plan: DecoderPlan) -> None:
         cp, H, D = self.cp, plan.hidden, plan.head_dim
         nq, nkv = plan.num_heads, plan.num_kv_heads
-        self.ksd = 1 if "down" in self.shapes.stream else K.split_k(plan.intermediate, self.shapes.slice_target)
+        self.ksd = K.split_k(plan.intermediate, self.shapes.slice_target)
         splits = max(K.attention_blocks(self.shapes, self.max_length, L.window, D) for L in plan.layers)
         z = lambda n, dt=cp.float32: cp.zeros(n, dt)  # noqa: E731
         self.x_in = z(H, cp.float16)  # the step's input: the token's embedding row
@@ -203,34 +203,26 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
     def _build(self, plan: DecoderPlan) -> None:
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
         sh = self.shapes
+        nvh = K.loads_per_lane(H)
         pfw = lambda wr: int(wr[2]) if len(wr) > 2 else 1  # noqa: E731
-        reg = {"qkv": (H, sh.qkv, K.EPI_PLAIN), "o": (nq * D, sh.o, K.EPI_PLAIN),
-               "gate_up": (H, sh.gate_up, K.EPI_GELU), "down": (I // self.ksd, sh.down, K.EPI_PLAIN),
-               "head": (H, sh.head, K.EPI_HEAD)}
-        gemvs = {(K.loads_per_lane(k), wr[1], epi, pfw(wr)) for p, (k, wr, epi) in reg.items() if p not in sh.stream}
+        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv)),
+                 (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN, pfw(sh.o)),
+                 (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up)),
+                 (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down)),
+                 (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
-        unknown = set(sh.stream) - set(K.STREAMED)
-        if unknown:
-            raise K.KernelShapeError(f"Shapes.stream names {sorted(unknown)}; it takes any of {K.STREAMED}")
-        streamed = {(K.EPI_GELU if p == "gate_up" else K.EPI_PLAIN, sh.stream_warps, sh.stream_rows) for p in sh.stream}
-        fns = K.compile_module(gemvs, {D}, cl, streamed)
-        st = dict(warps=sh.stream_warps, rows=sh.stream_rows, blocks=sh.stream_blocks, stage_bytes=sh.stage_bytes)
-
-        def gemv(proj, name, W, n_rows, k_len, wr, **kw):  # the projection's GEMV: gemv_st or gemv<..>
-            if proj in sh.stream:
-                kw.pop("splits", None)
-                return K.gemv_stream(fns, name, W, n_rows, **kw, **st)
-            return K.gemv(fns, name, W, n_rows, k_len, warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr), **kw)
+        fns = K.compile_module(gemvs, {D}, cl)
+        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
         for l, (L, W) in enumerate(zip(plan.layers, self.layers)):
             prev = self.layers[l - 1] if l else None
-            steps.append(gemv("qkv", f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, sh.qkv, y=self.qkv,
-                              src=Ra if l else None, x_in=self.x_in, x_scale=scale,
-                              delta=self.dpart if l else None, delta_parts=self.ksd,
-                              delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
-                              norm_w=W["input_norm"], eps=eps))
+            steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
+                                src=Ra if l else None, x_in=self.x_in, x_scale=scale,
+                                delta=self.dpart if l else None, delta_parts=self.ksd,
+                                delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
+                                norm_w=W["input_norm"], eps=eps, **shape(sh.qkv)))
             steps.append(K.attention(fns, f"L{l}.attn", self.qkv, nq, nkv, D, q_norm=W["q_norm"], k_norm=W["k_norm"],
                                      eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
@@ -238,17 +230,16 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
                                      cluster=sh.attn_cluster, clusters=sh.attn_clusters))
-            steps.append(gemv("o", f"L{l}.o", W["w_o"], H, nq * D, sh.o, y=self.o_out, src=self.attn_out))
-            steps.append(gemv("gate_up", f"L{l}.gate_up", W["w_gate_up"], I, H, sh.gate_up, epi=K.EPI_GELU, y=self.m,
-                              src=Rb, delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
-                              norm_w=W["pre_ffn_norm"], eps=eps))
-            steps.append(gemv("down", f"L{l}.down", W["w_down"], H, I // self.ksd, sh.down, splits=self.ksd,
-                              y=self.dpart, src=self.m))
+            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
+            steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
+                                delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
+                                norm_w=W["pre_ffn_norm"], eps=eps, **shape(sh.gate_up)))
+            steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
+                                src=self.m, **shape(sh.down)))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,
-                           part_i=self.part_i, suppress=self.suppress, n_suppress=self.n_suppress, warps=sh.head[0],
-                           rpw=sh.head[1], prefetch_weights=pfw(sh.head))
+                           part_i=self.part_i, suppress=self.suppress, n_suppress=self.n_suppress, **shape(sh.head))
         self.body = steps + [self.head]
         common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
                       pos=self.pos, t_dev=self.t_dev)

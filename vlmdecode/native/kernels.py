@@ -47,13 +47,6 @@ class Shapes:
     attn_batch: int = 8
     attn_cluster: int = 16
     attn_clusters: int = 1
-    # gemv_st for these projections (any of "qkv", "o", "gate_up", "down"; "down" then runs unsplit): consumer
-    # warps a block, rows a warp at once, blocks (0: one a multiprocessor), bytes a stage of the shared-memory ring
-    stream: tuple = ()
-    stream_warps: int = 8
-    stream_rows: int = 2
-    stream_blocks: int = 0
-    stage_bytes: int = 32768
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
 
@@ -155,15 +148,14 @@ def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int
 _modules: dict = {}
 
 
-def compile_module(gemvs, head_dims, clustered=(), streamed=()):
+def compile_module(gemvs, head_dims, clustered=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, gemv_st<EPI,NW,NR> for
-    every (epi, nw[, nr = 2]) in `streamed` and `advance`; cached
+    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered` and `advance`; cached
     per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
-                         | {cluster_name(*c) for c in clustered} | {stream_name(*e) for e in streamed}))
+                         | {cluster_name(*c) for c in clustered}))
     key = (cupy.cuda.Device().id, names)
     if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
         mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)
@@ -227,7 +219,7 @@ def capture(stream, enqueue):
     return g
 
 
-def need_shared(fn, nbytes: int) -> int:
+def _need_shared(fn, nbytes: int) -> int:
     if nbytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = nbytes
     return nbytes
@@ -276,77 +268,15 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
-    shared = need_shared(fn, 4 * k_len)
+    shared = _need_shared(fn, 4 * k_len)
     resident = -(-resident_blocks(fn, warps * 32, shared) // splits) if resident_grid else n_groups
     grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident)
-    args = _gemv_args(W, n_rows, ld, k_len, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps,
-                      y, logits, softcap, part_v, part_i, suppress, n_suppress)
+    args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
+            ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
+            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))
     out_rows = n_rows * (1 if epi == EPI_GELU else splits)
     nbytes = int(W.nbytes) + 4 * ld + (2 if head else 4) * out_rows
     return Launch(name, fn, (grid_x, splits, 1), (warps * 32, 1, 1), args, shared, nbytes)
-
-
-def _gemv_args(W, n_rows, ld, k_len, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps,
-               y, logits=None, softcap=None, part_v=None, part_i=None, suppress=None, n_suppress=None) -> tuple:
-    return (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
-            ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
-            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))
-
-
-STAGE_BYTES = 32768  # bytes of weight rows a stage of gemv_st (a bulk copy each, two for gate|up)
-STREAMED = ("qkv", "o", "gate_up", "down")  # the projections Shapes.stream may name
-
-
-def stream_name(epi: int, warps: int, rows: int = 2) -> str:
-    """gemv_st<EPI, NW, NR>: the streaming GEMV with NW consumer warps (+ one producer warp), NR rows a warp at
-    once (GELU: NR / 2 channels' gate and up rows)."""
-    if epi not in (EPI_PLAIN, EPI_GELU) or not 1 <= warps <= 16 or rows not in (1, 2, 4) or (
-            epi == EPI_GELU and rows == 1):
-        raise KernelShapeError(f"gemv_st: a plain or GELU epilogue, 1-16 consumer warps and 1, 2 or 4 rows a warp "
-                               f"at once (GELU: 2 or 4), got epi {epi}, {warps} warps, {rows} rows")
-    return f"gemv_st<{epi},{warps},{rows}>"
-
-
-def stream_ring(ld: int, n_rows: int, epi: int, blocks: int, stage_bytes: int = STAGE_BYTES,
-                limit: int = 232448) -> tuple[int, int, int]:
-    """(units a stage, stages, dynamic shared bytes) of gemv_st over rows of `ld` halves, n_rows units (GELU:
-    channels, two rows each) shared by `blocks` blocks, within `limit` bytes of shared memory a block: as many
-    stages as the largest block's share needs, or as fit."""
-    unit = (2 if epi == EPI_GELU else 1) * 2 * ld
-    units = max(1, stage_bytes // unit)
-    stage = -(-units * unit // 128) * 128
-    vec = -(-4 * ld // 128) * 128
-    share = -(-n_rows // blocks)  # the largest block's units
-    need = -(-share // units)
-    fit = (limit - vec) // (stage + 16)
-    if fit < 1:
-        raise KernelShapeError(f"gemv_st: a stage of {stage} bytes and a {ld}-float vector exceed {limit} bytes of "
-                               "shared memory a block; use gemv (Shapes.stream without this projection)")
-    stages = max(1, min(need, fit))
-    return units, stages, vec + stages * (stage + 16)
-
-
-def gemv_stream(fns, name: str, W, n_rows: int, *, epi: int = EPI_PLAIN, y, src=None, x_in=None,
-                x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None, resid_out=None, norm_w=None,
-                eps: float = 1e-6, warps: int = 8, rows: int = 2, blocks: int = 0,
-                stage_bytes: int = STAGE_BYTES) -> Launch:
-    """A gemv_st launch: gemv's contract (one slice: k_len = the whole row) with W's rows streamed through a
-    shared-memory ring; blocks 0: one a multiprocessor; warps, rows: `stream_name`."""
-    import cupy
-
-    ld = int(W.shape[1])
-    if ld % 8:
-        raise KernelShapeError(f"{name}: gemv_st rows must be a multiple of 8 halves, got {ld}")
-    attrs = cupy.cuda.Device().attributes
-    fn = fns[stream_name(epi, warps, rows)]
-    blocks = int(blocks or attrs["MultiProcessorCount"])
-    limit = int(attrs["MaxSharedMemoryPerBlockOptin"]) - int(fn.shared_size_bytes)
-    units, stages, shared = stream_ring(ld, n_rows, epi, blocks, stage_bytes, limit)
-    need_shared(fn, shared)
-    args = _gemv_args(W, n_rows, ld, ld, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps,
-                      y) + (np.int32(units), np.int32(stages))
-    nbytes = int(W.nbytes) + 4 * ld + 4 * n_rows
-    return Launch(name, fn, (blocks, 1, 1), ((warps + 1) * 32, 1, 1), args, shared, nbytes)
 
 
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
@@ -368,7 +298,7 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
     fn = fns[attention_name(head_dim)]
     grp = nq // nkv
-    shared = need_shared(fn, 4 * (grp * head_dim + 2 * head_dim
+    shared = _need_shared(fn, 4 * (grp * head_dim + 2 * head_dim
                                      + grp * max(chunk, splits)))  # p doubles as the combine's weights
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
@@ -391,7 +321,7 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     units, np2 = split_units(D, threads), 1 << max(0, (grp * batch - 1).bit_length())
     per = -(-(grp * D // 4) // cluster)  # float4s of the output each block of a cluster combines
     floats = units * grp * D + 4 * cluster * per + 4 * -(-cluster * grp // 2) + units * np2 + 3 * units * grp
-    shared = need_shared(fn, 4 * floats)
+    shared = _need_shared(fn, 4 * floats)
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
             np.float32(softcap or 0.0), np.int32(0), ptr(part), ptr(counter), ptr(out))

@@ -18,18 +18,14 @@ each block recomputes from the [H] row) runs while the weights are in flight.
                          registers), combined in shared memory, then across a C-block cluster (distributed
                          shared memory), then (several clusters a KV head) by the last block; position p at
                          row p % capacity, so a windowed layer's buffer of exactly its window is a ring
-    gemv_st<EPI, NW, NR> gemv's plain (one slice) and gelu epilogues with each block's rows streamed into a
-                         ring of shared-memory stages by the copy engine (cp.async.bulk), the first stages
-                         requested before `pdl_wait`; NW consumer warps (NR rows each at once), one
-                         producer warp
     advance              the token (argmax over the partials, or one sampled elsewhere) -> its embedding
                          row into the step's input, the ring of ids the host reads, the next position
 
-The source lives in `native.cuda_src` (common, gemv, gemv_st, attention, attn_util, attn_split, advance), joined
+The source lives in `native.cuda_src` (common, gemv, attention, attn_util, attn_split, advance), joined
 here in that order.
 Not here: launch geometry and buffers (`native.kernels`), the step's order (`native.decoder`).
 """
 
-from .cuda_src import advance, attention, attn_split, attn_util, common, gemv, gemv_st
+from .cuda_src import advance, attention, attn_split, attn_util, common, gemv
 
-SOURCE = common.CODE + gemv.CODE + gemv_st.CODE + attention.CODE + attn_util.CODE + attn_split.CODE + advance.CODE
+SOURCE = common.CODE + gemv.CODE + attention.CODE + attn_util.CODE + attn_split.CODE + advance.CODE
