@@ -11,7 +11,8 @@ L2 holds, so every launch reads HBM):
 (h200_stream_probe.json also holds gemv_st rows: the streaming GEMV of branch `gemv-st`, run from its commit
 9e1636e, where this script timed it too; it was slower at every size and did not land.)
 Writes $OUT/h200_stream_probe.json (us per launch, TB/s). `--gemv-sweep`: the register gemv of gate_up and down
-at other block shapes, splits and grids instead (h200_gemv_sweep.json). CuPy only.
+at other block shapes, splits and grids instead (h200_gemv_sweep.json); `--rows`: gate_up read in the gemv's own
+access pattern, with and without its arithmetic (h200_rows_probe.json; not yet run). CuPy only.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PROBE = r"""
 #include <cuda_fp16.h>
@@ -91,6 +93,59 @@ __global__ void __launch_bounds__(288, 1) bulk(const unsigned char* __restrict__
     }
     if (acc == 0x12345678u) out[0] = acc;
 }
+
+// the register gemv's access pattern without its prologue or epilogues: warp w of block b reads rows
+// (g * warps + w) * RPW + i of group g = b, b + grid, .. (NV 16-byte loads a lane a row, as gemv<NV, RPW, ..>);
+// DOT 0: the loads only (XOR), DOT 1: + the dot with a shared fp32 vector, warp sums and one store a row
+template <int NV, int RPW, int DOT>
+__global__ void __launch_bounds__(256) rdrow(const __half* __restrict__ W, const int rows, const int k,
+                                            const float* x, float* y) {
+    extern __shared__ float vec[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (DOT) {
+        for (int i = threadIdx.x; i < k; i += blockDim.x) vec[i] = x[i];
+        __syncthreads();
+    }
+    const int n_groups = (rows + nw * RPW - 1) / (nw * RPW);
+    unsigned xr = 0;
+    for (int g = blockIdx.x; g < n_groups; g += gridDim.x) {
+        uint4 w[RPW][NV];
+#pragma unroll
+        for (int i = 0; i < RPW; ++i)
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+                const int r = (g * nw + warp) * RPW + i, col = (lane + 32 * j) * 8;
+                w[i][j] = (r < rows && col < k) ? __ldcs(reinterpret_cast<const uint4*>(W + (size_t)r * k + col))
+                                                : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) {
+            const int r = (g * nw + warp) * RPW + i;
+            if (DOT) {
+                float acc = 0.f;
+#pragma unroll
+                for (int j = 0; j < NV; ++j) {
+                    const int col = (lane + 32 * j) * 8;
+                    if (col < k) {
+                        const __half2* h = reinterpret_cast<const __half2*>(&w[i][j]);
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {
+                            const float2 f = __half22float2(h[q]);
+                            acc = fmaf(f.x, vec[col + 2 * q], fmaf(f.y, vec[col + 2 * q + 1], acc));
+                        }
+                    }
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+                if (lane == 0 && r < rows) y[r] = acc;
+            } else {
+#pragma unroll
+                for (int j = 0; j < NV; ++j) xr ^= w[i][j].x ^ w[i][j].y ^ w[i][j].z ^ w[i][j].w;
+            }
+        }
+    }
+    if (!DOT && xr == 0x12345678u) y[0] = 1.f;
+}
 """
 
 SIZES = {"qkv": (1536, 1152), "o": (1152, 1024), "down": (1152, 6912), "gate_up": (13824, 1152)}
@@ -117,30 +172,10 @@ def provenance() -> dict:
 
 def timed(launches, reps: int = 20, rounds: int = 5) -> float:
     """us per launch: `reps` x COPIES launches (one callable a weight copy) captured in one graph, replayed
-    `rounds` times, median."""
-    import cupy
+    `rounds` times, median (h200_native.time_graph, plain launches)."""
+    import h200_native
 
-    s = cupy.cuda.Stream(non_blocking=True)
-    with s:
-        for launch in launches:
-            launch()
-        s.synchronize()
-        s.begin_capture()
-        for _ in range(reps):
-            for launch in launches:
-                launch()
-        g = s.end_capture()
-        g.launch(s)
-        s.synchronize()
-        out = []
-        for _ in range(rounds):
-            a, b = cupy.cuda.Event(), cupy.cuda.Event()
-            a.record(s)
-            g.launch(s)
-            b.record(s)
-            b.synchronize()
-            out.append(cupy.cuda.get_elapsed_time(a, b) * 1e3 / (reps * COPIES))
-    return float(np.median(out))
+    return 1e3 * h200_native.time_graph(list(launches) * reps, reps=rounds)
 
 
 def gemv_sweep() -> None:
@@ -192,6 +227,42 @@ def gemv_sweep() -> None:
     out_dir = Path(os.environ.get("OUT", "/tmp/out"))
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "h200_gemv_sweep.json").write_text(json.dumps(res, indent=2))
+
+
+def rows_probe() -> None:
+    """gate_up's 13824 x 1152 rows read in the register gemv's pattern (`rdrow`), loads only and with the dot,
+    at 1-4 rows a warp and 2-8 blocks an SM, beside the plain read `rd<4>` at 8 blocks an SM and the gemv itself
+    (no fold): which part of the gemv's cost is its access pattern, which its arithmetic. -> h200_rows_probe.json"""
+    import cupy
+
+    from vlmdecode.native import kernels as K
+
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    rows, k = SIZES["gate_up"]
+    names = [f"rdrow<5,{r},{d}>" for r in (1, 2, 4) for d in (0, 1)] + ["rd<4>"]
+    mod = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=names)
+    Ws = [cupy.asarray((np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16))
+          for c in range(COPIES)]
+    x, y = cupy.asarray(np.random.default_rng(9).standard_normal(k).astype(np.float32)), cupy.zeros(rows, cupy.float32)
+    res: dict = {"provenance": provenance(), "rows": rows, "k": k, "copies": COPIES, "us": {}}
+    rd = mod.get_function("rd<4>")
+    res["us"]["rd4 x8"] = timed([partial(rd, (sms * 8,), (256,), (W, np.int64(W.nbytes // 16), y)) for W in Ws])
+    for r in (1, 2, 4):
+        for d in (0, 1):
+            fn = mod.get_function(f"rdrow<5,{r},{d}>")
+            for per_sm in (2, 3, 4, 8):
+                launches = [partial(fn, (sms * per_sm,), (256,), (W, np.int32(rows), np.int32(k), x, y),
+                                    shared_mem=4 * k) for W in Ws]
+                res["us"][f"rdrow {r}r dot{d} x{per_sm}"] = timed(launches)
+    fns = K.compile_module({(5, 2, 1, 0)}, set())
+    res["us"]["gemv 8w 2r pf0 (gelu, no fold)"] = timed([K.gemv(fns, "gu", W, rows // 2, k, epi=K.EPI_GELU, y=y,
+                                                                src=x, warps=8, rpw=2, prefetch_weights=0)
+                                                         for W in Ws])
+    res["us"] = {n: round(v, 3) for n, v in res["us"].items()}
+    print(sorted(res["us"].items(), key=lambda kv: kv[1]), flush=True)
+    out = Path(os.environ.get("OUT", "/tmp/out"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "h200_rows_probe.json").write_text(json.dumps(res, indent=2))
 
 
 def main() -> None:
@@ -249,4 +320,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    gemv_sweep() if "--gemv-sweep" in sys.argv else main()
+    {"--gemv-sweep": gemv_sweep, "--rows": rows_probe}.get(next((a for a in sys.argv[1:] if a.startswith("--")), ""),
+                                                          main)()
