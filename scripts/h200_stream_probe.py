@@ -232,7 +232,8 @@ def gemv_sweep() -> None:
 def rows_probe() -> None:
     """gate_up's 13824 x 1152 rows read in the register gemv's pattern (`rdrow`), loads only and with the dot,
     at 1-4 rows a warp and 2-8 blocks an SM, beside the plain read `rd<4>` at 8 blocks an SM and the gemv itself
-    (no fold): which part of the gemv's cost is its access pattern, which its arithmetic. -> h200_rows_probe.json"""
+    at PF 0 / 1 / 2 with and without the fold prologue: which part of the gemv's cost is its access pattern, its
+    arithmetic, its prologue. -> h200_rows_probe.json"""
     import cupy
 
     from vlmdecode.native import kernels as K
@@ -254,10 +255,19 @@ def rows_probe() -> None:
                 launches = [partial(fn, (sms * per_sm,), (256,), (W, np.int32(rows), np.int32(k), x, y),
                                     shared_mem=4 * k) for W in Ws]
                 res["us"][f"rdrow {r}r dot{d} x{per_sm}"] = timed(launches)
-    fns = K.compile_module({(5, 2, 1, 0)}, set())
-    res["us"]["gemv 8w 2r pf0 (gelu, no fold)"] = timed([K.gemv(fns, "gu", W, rows // 2, k, epi=K.EPI_GELU, y=y,
-                                                                src=x, warps=8, rpw=2, prefetch_weights=0)
-                                                         for W in Ws])
+    # the gemv itself: PF 0 (weights after the prologue, the default) vs PF 1 / 2 (weights first) with a cheap
+    # prologue (a plain copy of x) and with the step's fold: is the fold what keeps PF off and the gemv slow?
+    fns = K.compile_module({(5, 2, 1, pf) for pf in (0, 1, 2)}, set())
+    H = k
+    rng = np.random.default_rng(1)
+    resid, o, w1, w2 = (cupy.asarray(rng.standard_normal(H).astype(np.float32) + b) for b in (0, 0, 2, 2))
+    out = cupy.zeros(H, cupy.float32)
+    for pf in (0, 1, 2):
+        for fold in (False, True):
+            kw = dict(src=resid, delta=o, delta_w=w1, resid_out=out, norm_w=w2) if fold else dict(src=x)
+            res["us"][f"gemv 8w 2r pf{pf} gelu{' + fold' if fold else ''}"] = timed(
+                [K.gemv(fns, "gu", W, rows // 2, k, epi=K.EPI_GELU, y=y, warps=8, rpw=2, prefetch_weights=pf, **kw)
+                 for W in Ws])
     res["us"] = {n: round(v, 3) for n, v in res["us"].items()}
     print(sorted(res["us"].items(), key=lambda kv: kv[1]), flush=True)
     out = Path(os.environ.get("OUT", "/tmp/out"))
