@@ -270,9 +270,9 @@ def rows_probe() -> None:
                  for W in Ws])
     res["us"] = {n: round(v, 3) for n, v in res["us"].items()}
     print(sorted(res["us"].items(), key=lambda kv: kv[1]), flush=True)
-    out = Path(os.environ.get("OUT", "/tmp/out"))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "h200_rows_probe.json").write_text(json.dumps(res, indent=2))
+    out_dir = Path(os.environ.get("OUT", "/tmp/out"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "h200_rows_probe.json").write_text(json.dumps(res, indent=2))
 
 
 def main() -> None:
