@@ -217,14 +217,17 @@ def test_read_rates_pick_each_readers_fastest_config(tmp_path):
     assert o.loc["plain read", "config"] == "rd8 x4" and o.loc["plain read", "us"] == 1.5  # the fastest rd
     assert o.loc["copy engine", "config"] == "bulk8K x1" and o.loc["register gemv", "us"] == 3.0
     # the branch's file adds its gemv_st rows only (its own rd / gemv rows are not mixed in)
-    _probe(tmp_path / R.PROBE_BRANCH_FILE, {"o": {"bytes": 2e6, "rd4 x1": us(0.1, 2), "gemv_st 8w 2r 32K": us(4.0, 2),
-                                                  "gemv_st 16w 2r 32K": us(3.5, 2)}})
+    _probe(tmp_path / R.PROBE_BRANCH_FILE, {"gate_up": {"bytes": 32e6, "rd4 x1": us(0.1, 32),
+                                                        "gemv_st 8w 2r 32K": us(14.0, 32),
+                                                        "gemv_st 16w 2r 32K": us(13.5, 32)}})
     t = R.read_rates(tmp_path)
-    o = t[t["projection"] == "o"].set_index("reader")
-    assert o.loc["gemv_st (branch)", "config"] == "gemv_st 16w 2r 32K" and o.loc["plain read", "us"] == 1.5
-    assert (t["projection"] == "gate_up").sum() == 3 and R.PROBE_BRANCH_FILE in t.attrs["source"]
+    g = t[t["projection"] == "gate_up"].set_index("reader")
+    assert g.loc["gemv_st (branch)", "config"] == "gemv_st 16w 2r 32K" and g.loc["plain read", "us"] == 9.0
+    assert (t["projection"] == "o").sum() == 3 and R.PROBE_BRANCH_FILE in t.attrs["source"]
     fig = P.plot_read_rates(t)
     assert len(fig.axes[0].patches) == len(t) and fig.axes[0].get_title()
+    # gemv_st was measured for gate_up only (not the first projection drawn): every reader in the legend once
+    assert sorted(x.get_text() for x in fig.legends[0].get_texts()) == sorted(set(t["reader"]))
     assert sorted(round(p.get_width(), 6) for p in fig.axes[0].patches) == sorted(t["us"].round(6))
 
 

@@ -349,7 +349,8 @@ def plot_read_rates(df: pd.DataFrame, title: str = "one kernel reading each proj
             if r.empty:
                 continue
             y = i + (j - (len(readers) - 1) / 2) * h
-            ax.barh(y, r["us"].iloc[0], height=h, color=READER_COLORS[reader], label=reader if i == 0 else None)
+            first = reader not in ax.get_legend_handles_labels()[1]  # a reader measured at some sizes only
+            ax.barh(y, r["us"].iloc[0], height=h, color=READER_COLORS[reader], label=reader if first else None)
             ax.text(r["us"].iloc[0], y, f" {r['TB/s'].iloc[0]:.2f} TB/s", va="center", fontsize=6)
     mb = df.drop_duplicates("projection").set_index("projection")["MB"]
     ax.set_yticks(range(len(projs)), [f"{p} ({mb[p]:.1f} MB)" for p in projs])
