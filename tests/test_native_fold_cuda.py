@@ -39,7 +39,7 @@ def test_gemv_tail_fold(rows, k, splits, warps, pf):
     fns = K.compile_module({(K.loads_per_lane(k // splits), 1, K.EPI_PLAIN, pf, False)}, set())
     launch = K.gemv(fns, "t", keep[0], rows, k // splits, splits=splits, y=y, src=keep[1], warps=warps, rpw=1,
                     prefetch_weights=pf, fold_base=keep[2], fold_dw=keep[3], fold_norm=keep[4], fold_resid=resid,
-                    fold_counter=counter, fold_out=out, eps=eps)
+                    fold_counter=counter, fold_out=out, eps=eps, plain_kernel=True)
     launch()
     yy = W.astype(np.float64) @ x
     assert rel(y.get().sum(0), yy) < 1e-5
@@ -64,10 +64,8 @@ def test_plain_vector_instantiation_equals_folding_one(nv, rpw, epi, pf):
     outs = []
     for fold in (True, False):
         y = poisoned(n)
-        name = K.gemv_name(nv, rpw, epi, pf, fold)
-        # gemv() picks the plain-vector instantiation for a plain vector: point its name at the one under test
-        launch = K.gemv({**fns, K.gemv_name(nv, rpw, epi, pf, False): fns[name]}, "t", W, n, k, epi=epi, y=y,
-                        src=x, warps=8, rpw=rpw, prefetch_weights=pf)
+        launch = K.gemv(fns, "t", W, n, k, epi=epi, y=y, src=x, warps=8, rpw=rpw, prefetch_weights=pf,
+                        plain_kernel=not fold)
         launch()
         outs.append(y.get())
     assert np.isfinite(outs[0]).all() and np.array_equal(outs[0], outs[1])

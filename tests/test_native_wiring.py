@@ -123,6 +123,10 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
             assert fold_out[f"L{l}.qkv"] == fold_out[f"L{l}.gate_up"] == 0
         assert all(int(b.args[4]) == vec for b in dec.body if b.name.endswith("gate_up")
                    or (b.name.endswith("qkv") and b.name != "L0.qkv"))
+        plain = {b.name for b in dec.body if b.fn.name.startswith("gemv<") and b.fn.name.count(",") == 4}  # <..,0>
+        assert plain == {b.name for b in dec.body if b.name not in ("L0.qkv", "head") and "attn" not in b.name}
+    with pytest.raises(K.KernelShapeError, match="'consumer' or 'producer'"):
+        _decoder(folders[config, layout], K.Shapes(fold="both"))
     ids = prompt_ids(10)
     x = np.asarray(dec.table)[ids] if plan.drive == "embeds" else ids
     toks = []

@@ -206,27 +206,29 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         sh = self.shapes
         nvh = K.loads_per_lane(H)
         pfw = lambda wr: int(wr[2]) if len(wr) > 2 else 1  # noqa: E731
+        if sh.fold not in ("consumer", "producer"):
+            raise K.KernelShapeError(f"Shapes.fold is 'consumer' or 'producer', got {sh.fold!r}")
         producer = sh.fold == "producer"
-        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv), True),  # (.., fold: the prologue may fold)
+        # (.., fold): producer mode runs every plain-vector GEMV as gemv<..,0> (plain_kernel)
+        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv), True),
                  (nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv), not producer),
-                 (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN, pfw(sh.o), False),
+                 (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN, pfw(sh.o), not producer),
                  (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up), not producer),
-                 (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down), False),
+                 (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down), not producer),
                  (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head), True)}
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         fns = K.compile_module(gemvs, {D}, cl)
         shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
+        plain = dict(plain_kernel=producer)  # the plain-vector GEMVs' kernel
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
-        if sh.fold not in ("consumer", "producer"):
-            raise K.KernelShapeError(f"Shapes.fold is 'consumer' or 'producer', got {sh.fold!r}")
         n_layers = plan.num_layers
         steps = []
         for l, (L, W) in enumerate(zip(plan.layers, self.layers)):
             prev = self.layers[l - 1] if l else None
             if producer and l:  # the previous down's last block folded this input (fold_vec; Rb holds r)
                 steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
-                                    src=self.fold_vec, **shape(sh.qkv)))
+                                    src=self.fold_vec, **plain, **shape(sh.qkv)))
             else:
                 steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
                                     src=Ra if l else None, x_in=self.x_in, x_scale=scale,
@@ -246,10 +248,10 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                           eps=eps, fold_counter=self.fold_count[2 * l:2 * l + 1],
                           fold_out=self.fold_vec) if producer else {}
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **o_fold,
-                                **shape(sh.o)))
+                                **plain, **shape(sh.o)))
             if producer:
                 steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m,
-                                    src=self.fold_vec, **shape(sh.gate_up)))
+                                    src=self.fold_vec, **plain, **shape(sh.gate_up)))
             else:
                 steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                     delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
@@ -259,7 +261,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                           fold_counter=self.fold_count[2 * l + 1:2 * l + 2],
                           fold_out=self.fold_vec) if producer and l + 1 < n_layers else {}
             steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
-                                src=self.m, **d_fold, **shape(sh.down)))
+                                src=self.m, **d_fold, **plain, **shape(sh.down)))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,

@@ -253,7 +253,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
          part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2,
          resident_grid: bool = True, prefetch_weights: int = 1, fold_base=None, fold_dw=None, fold_norm=None,
-         fold_resid=None, fold_counter=None, fold_out=None) -> Launch:
+         fold_resid=None, fold_counter=None, fold_out=None, plain_kernel: bool = False) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
     LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
@@ -263,7 +263,8 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2.
     fold_out [n_rows] (PLAIN): the last block to finish also folds y (all its split-K parts) for the next GEMV,
     which then reads fold_out as its plain vector: r = fold_base + rms(sum of y's parts) * fold_dw -> fold_resid,
-    fold_out = rms(r) * fold_norm; fold_counter: one int32, zero, that the block resets."""
+    fold_out = rms(r) * fold_norm; fold_counter: one int32, zero, that the block resets.
+    plain_kernel: launch gemv<..,0> (no fold code, fewer registers; the module must hold it) for a plain vector."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -282,7 +283,9 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     if tail and n_rows // 4 > 3 * warps * 32:  # FOLD_R float4 slots a thread (cuda_src.common)
         raise KernelShapeError(f"{name}: a tail fold of {n_rows} rows needs >= {-(-n_rows // 12)} threads a block, "
                                f"got {warps * 32}")
-    fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights), fold=norm_w is not None and not tail)]
+    if plain_kernel and norm_w is not None:
+        raise KernelShapeError(f"{name}: the plain-vector kernel (plain_kernel) cannot fold its input (norm_w given)")
+    fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights), fold=not plain_kernel)]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
     shared = _need_shared(fn, 4 * max(k_len, n_rows if tail else 0))
