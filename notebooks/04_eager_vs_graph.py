@@ -242,6 +242,21 @@ else:
     display(ncu.round(3))
 
 # %% [markdown]
+# What one kernel can do with each projection's weights (`data/results/h200_stream_probe.json`,
+# `scripts/h200_stream_probe.py`): each matrix read by one launch, weights rotated past the L2, the best of
+# several grids for each reader: a plain streaming read that does no math, the copy engine alone filling
+# shared memory, the register GEMV the native step runs, and the streaming GEMV of branch gemv-st (fed by the
+# copy engine; `h200_stream_probe_gemv_st_9e1636e.json`). Look at the gap between the green and the blue bar:
+# that is what a better GEMV could win, per projection and per layer; the gray bar is the design that lost.
+
+# %%
+rates = results_native.read_rates()
+print("source:", rates.attrs["source"])
+display(rates.pivot(index="projection", columns="reader", values="us").round(2))
+plots.plot_read_rates(rates)
+plt.show()
+
+# %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot; a failing run shows its error
 # as one line under the button. On CPU only the tiny preset and the resident mode exist; with a GPU, cuda

@@ -48,7 +48,7 @@ def native_prepared():
     from vlmdecode.profiling import prompt_ids
 
     pipe = h200_native.gemma_native()
-    if os.environ.get("NATIVE_SHAPES"):  # Shapes overrides as JSON, e.g. {"stream": ["qkv", "o"]}
+    if os.environ.get("NATIVE_SHAPES"):  # Shapes overrides as JSON, e.g. {"gate_up": [8, 2, 1]}
         from vlmdecode.native.kernels import Shapes
 
         over = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(os.environ["NATIVE_SHAPES"]).items()}

@@ -202,6 +202,38 @@ def test_plot_step_groups_bars_floor_and_replayed_steps(ncu_root):
     assert not [ln for ln in P.plot_step_groups(t).axes[0].lines if ln.get_label() == "replayed step"]
 
 
+def _probe(path, sizes):
+    path.write_text(json.dumps({"provenance": {}, "sizes": sizes}))
+
+
+def test_read_rates_pick_each_readers_fastest_config(tmp_path):
+    us = lambda u, mb: {"us": u, "tb_s": mb / u}  # noqa: E731
+    _probe(tmp_path / R.PROBE_FILE, {
+        "o": {"bytes": 2e6, "rd4 x1": us(2.0, 2), "rd8 x4": us(1.5, 2), "bulk8K x1": us(2.5, 2), "gemv": us(3.0, 2)},
+        "gate_up": {"bytes": 32e6, "rd4 x8": us(9.0, 32), "bulk32K x2": us(10.0, 32), "gemv": us(12.0, 32)}})
+    t = R.read_rates(tmp_path)
+    assert t.attrs["source"] == R.PROBE_FILE and set(t["reader"]) == {"plain read", "copy engine", "register gemv"}
+    o = t[t["projection"] == "o"].set_index("reader")
+    assert o.loc["plain read", "config"] == "rd8 x4" and o.loc["plain read", "us"] == 1.5  # the fastest rd
+    assert o.loc["copy engine", "config"] == "bulk8K x1" and o.loc["register gemv", "us"] == 3.0
+    # the branch's file adds its gemv_st rows only (its own rd / gemv rows are not mixed in)
+    _probe(tmp_path / R.PROBE_BRANCH_FILE, {"o": {"bytes": 2e6, "rd4 x1": us(0.1, 2), "gemv_st 8w 2r 32K": us(4.0, 2),
+                                                  "gemv_st 16w 2r 32K": us(3.5, 2)}})
+    t = R.read_rates(tmp_path)
+    o = t[t["projection"] == "o"].set_index("reader")
+    assert o.loc["gemv_st (branch)", "config"] == "gemv_st 16w 2r 32K" and o.loc["plain read", "us"] == 1.5
+    assert (t["projection"] == "gate_up").sum() == 3 and R.PROBE_BRANCH_FILE in t.attrs["source"]
+    fig = P.plot_read_rates(t)
+    assert len(fig.axes[0].patches) == len(t) and fig.axes[0].get_title()
+    assert sorted(round(p.get_width(), 6) for p in fig.axes[0].patches) == sorted(t["us"].round(6))
+
+
+def test_read_rates_without_the_probe_is_empty(tmp_path):
+    t = R.read_rates(tmp_path)
+    assert t.empty and t.attrs["source"] == ""
+    assert "no data" in P.plot_read_rates(t).axes[0].texts[0].get_text()
+
+
 def test_h200_native_parts_selection(ncu_script):
     hn = ncu_script.h200_native
     assert hn.selected_parts(["x"]) is None  # the default run

@@ -324,6 +324,38 @@ def plot_step_groups(df: pd.DataFrame, title: str = "one decode step by kernel g
     return fig
 
 
+READER_COLORS = {"plain read": "tab:green", "copy engine": "tab:olive", "register gemv": "tab:blue",
+                 "gemv_st (branch)": "tab:gray"}
+
+
+def plot_read_rates(df: pd.DataFrame, title: str = "one kernel reading each projection's weights (H200)"):
+    """df: explore.results_native.read_rates: per projection (rows, largest at the top) one horizontal bar per
+    reader, µs per launch, each labelled with its TB/s."""
+    fig, (ax,) = _fig((8, 3.6))
+    fig.set_layout_engine("constrained")
+    if df.empty:
+        _no_data(ax, "recorded read rates")
+        ax.set_title(title)
+        return fig
+    projs = list(dict.fromkeys(df.sort_values("MB")["projection"]))
+    readers = [r for r in READER_COLORS if r in set(df["reader"])]
+    h = 0.8 / len(readers)
+    for j, reader in enumerate(readers):
+        for i, proj in enumerate(projs):
+            r = df[(df["projection"] == proj) & (df["reader"] == reader)]
+            if r.empty:
+                continue
+            y = i + (j - (len(readers) - 1) / 2) * h
+            ax.barh(y, r["us"].iloc[0], height=h, color=READER_COLORS[reader], label=reader if i == 0 else None)
+            ax.text(r["us"].iloc[0], y, f" {r['TB/s'].iloc[0]:.2f} TB/s", va="center", fontsize=6)
+    mb = df.drop_duplicates("projection").set_index("projection")["MB"]
+    ax.set_yticks(range(len(projs)), [f"{p} ({mb[p]:.1f} MB)" for p in projs])
+    ax.set_xlabel("µs per launch (weights past the L2)")
+    ax.set_title(title)
+    fig.legend(loc="outside right upper", fontsize=7)
+    return fig
+
+
 def plot_step_times(ms, title: str = "per-step time"):
     """ms: per generated token (step 0 includes the prompt); plot_step_lines plus the median decode step."""
     ms = list(ms)

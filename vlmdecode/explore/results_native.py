@@ -6,6 +6,9 @@
                                advance): µs, DRAM vs planned bytes, TB/s, share of the copy bandwidth; empty without
                                the file
     step_group(decoder, name)  the STEP_GROUPS name of a native kernel class or an onnxruntime kernel name
+    read_rates(root=None)      one kernel reading each of gemma3-1b's projection matrices (h200_stream_probe*.json):
+                               the best plain streaming read, the copy engine alone, the register GEMV, the streaming
+                               GEMV of branch gemv-st; µs and TB/s per projection and reader
 
 Sources, first found wins: `h200_native_ncu_gemma3-1b.json` (scripts/h200_native_ncu.py: both steps under
 Nsight Compute in one run at one KV capacity, caches and clocks as found, plus both replayed steps and the
@@ -151,3 +154,37 @@ def ncu_classes(root=None) -> pd.DataFrame:
     t.attrs.update(copy_tb_per_s=bw, kernel_sum_ms=nat["kernel_us"] * 1e-3, body_ms=nat["body_us"] * 1e-3,
                    replay_ms=min(data["native_replay_ms"]), floor_ms=float(data["floor_ms"]))
     return t[cols]
+
+
+PROBE_FILE, PROBE_BRANCH_FILE = "h200_stream_probe.json", "h200_stream_probe_gemv_st_9e1636e.json"
+READERS = {"plain read": "rd", "copy engine": "bulk", "register gemv": "gemv", "gemv_st (branch)": "gemv_st"}
+
+
+def read_rates(root=None) -> pd.DataFrame:
+    """Per projection (qkv, o, down, gate_up) and reader (READERS): the fastest recorded configuration of that
+    reader (a key of the probe file), its µs per launch and TB/s. The plain read, copy engine and register gemv
+    come from PROBE_FILE; gemv_st from PROBE_BRANCH_FILE (run at the branch's commit), where present. attrs:
+    source. Empty without PROBE_FILE."""
+    folder = results_dir(root)
+    main = _recorded_json(folder / PROBE_FILE, PROBE_FILE)
+    cols = ["projection", "MB", "reader", "config", "us", "TB/s"]
+    if main is None:
+        t = pd.DataFrame(columns=cols)
+        t.attrs["source"] = ""
+        return t
+    branch = _recorded_json(folder / PROBE_BRANCH_FILE, PROBE_BRANCH_FILE)
+    rows = []
+    for proj, r in main["sizes"].items():
+        runs = {k: v for k, v in r.items() if k != "bytes"}
+        if branch is not None:
+            runs.update({k: v for k, v in branch["sizes"].get(proj, {}).items() if k.startswith("gemv_st")})
+        for reader, prefix in READERS.items():
+            mine = {k: v for k, v in runs.items() if re.match(r"[a-z_]+", k).group(0) == prefix}  # rd4 x8 -> rd
+            if not mine:
+                continue
+            key = min(mine, key=lambda k: mine[k]["us"])
+            rows.append({"projection": proj, "MB": r["bytes"] / 1e6, "reader": reader, "config": key,
+                         "us": mine[key]["us"], "TB/s": mine[key]["tb_s"]})
+    t = pd.DataFrame(rows, columns=cols)
+    t.attrs["source"] = PROBE_FILE + (f" + {PROBE_BRANCH_FILE}" if branch is not None else "")
+    return t
