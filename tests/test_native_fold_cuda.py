@@ -49,6 +49,12 @@ def test_gemv_tail_fold(rows, k, splits, warps, pf):
     first = (resid.get(), out.get())
     launch()
     assert np.array_equal(resid.get(), first[0]) and np.array_equal(out.get(), first[1])
+    # new inputs, same launch: the last block must read this launch's parts (no line of the last one's kept)
+    x2 = rng.standard_normal(k).astype(np.float32)
+    keep[1].set(x2)
+    launch()
+    r2 = base + rms((W.astype(np.float64) @ x2), w_post, eps)
+    assert rel(resid.get(), r2) < 1e-5 and rel(out.get(), rms(r2, w_in, eps)) < 1e-5
 
 
 @pytest.mark.parametrize("nv,rpw,epi,pf", [(5, 1, K.EPI_PLAIN, 1), (5, 2, K.EPI_GELU, 0), (5, 2, K.EPI_GELU, 1),
