@@ -127,6 +127,15 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
         assert plain == {b.name for b in dec.body if b.name not in ("L0.qkv", "head") and "attn" not in b.name}
     with pytest.raises(K.KernelShapeError, match="'consumer' or 'producer'"):
         _decoder(folders[config, layout], K.Shapes(fold="both"))
+    if variant == "producer":  # a tail needs all of its fold's inputs; the plain kernel a plain vector
+        qkv = dec.body[0]
+        with pytest.raises(K.KernelShapeError, match="tail fold needs"):
+            K.gemv({}, "t", dec.layers[0]["w_o"], plan.hidden, plan.num_heads * plan.head_dim, src=dec.attn_out,
+                   y=dec.o_out, fold_out=dec.fold_vec)
+        with pytest.raises(K.KernelShapeError, match="plain-vector kernel"):
+            K.gemv({}, "t", dec.layers[0]["w_qkv"], 8, plan.hidden, y=dec.qkv, norm_w=dec.final_norm,
+                   src=dec.fold_vec, plain_kernel=True)
+        assert qkv.name == "L0.qkv"
     ids = prompt_ids(10)
     x = np.asarray(dec.table)[ids] if plan.drive == "embeds" else ids
     toks = []

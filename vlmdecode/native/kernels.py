@@ -283,8 +283,9 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     if tail and n_rows // 4 > 3 * warps * 32:  # FOLD_R float4 slots a thread (cuda_src.common)
         raise KernelShapeError(f"{name}: a tail fold of {n_rows} rows needs >= {-(-n_rows // 12)} threads a block, "
                                f"got {warps * 32}")
-    if plain_kernel and norm_w is not None:
-        raise KernelShapeError(f"{name}: the plain-vector kernel (plain_kernel) cannot fold its input (norm_w given)")
+    if plain_kernel and (norm_w is not None or src is None):
+        raise KernelShapeError(f"{name}: the plain-vector kernel (plain_kernel) reads its vector from src and cannot "
+                               "fold it (norm_w given)")
     fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights), fold=not plain_kernel)]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
