@@ -33,7 +33,10 @@ SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         "fold": {"consumer": {}, "producer": {"fold": "producer"},
                  "producer gate_up PF1": {"fold": "producer", "gate_up": (8, 2, 1)},
                  "producer gate_up PF2": {"fold": "producer", "gate_up": (8, 2, 2)},
-                 "producer PF1 + qkv PF2": {"fold": "producer", "gate_up": (8, 2, 1), "qkv": (8, 1, 2)}}}
+                 "producer PF1 + qkv PF2": {"fold": "producer", "gate_up": (8, 2, 1), "qkv": (8, 1, 2)},
+                 # o in 36 blocks (not 144): room for gate_up's blocks to start and request their first rows while
+                 # attention (16 SMs, ~6 us of latency) and o run
+                 "producer PF1 + o 8x4": {"fold": "producer", "gate_up": (8, 2, 1), "o": (8, 4)}}}
 
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):
