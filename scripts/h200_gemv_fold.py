@@ -9,8 +9,6 @@ Writes $OUT/h200_gemv_fold.json. Usage: OUT=/tmp/out python3 scripts/h200_gemv_f
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -52,9 +50,7 @@ def main() -> None:
                                      "bytes": total * H * 2, "shape": f"{warps}x{rpw}"}
                 print(f"{key:28s} {ms * 1e3:7.2f} us {total * H * 2 / (ms * 1e-3) / 1e12:5.2f} TB/s", flush=True)
         del Ws
-    dest = Path(os.environ.get("OUT", "/tmp/out"))
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "h200_gemv_fold.json").write_text(json.dumps(out, indent=2))
+    nkb.write_result("h200_gemv_fold.json", out)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,6 @@ Writes $OUT/h200_gemv_prefetch.json. Usage: OUT=/tmp/out python3 scripts/h200_ge
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -58,9 +56,7 @@ def main() -> None:
             print(f"{key:22s} {ms * 1e3:8.2f} us {nbytes / (ms * 1e-3) / 1e12:5.2f} TB/s grid {ls[0].grid} "
                   f"regs {ls[0].fn.num_regs}", flush=True)
         del Ws
-    dest = Path(os.environ.get("OUT", "/tmp/out"))
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "h200_gemv_prefetch.json").write_text(json.dumps(out, indent=2))
+    nkb.write_result("h200_gemv_prefetch.json", out)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ L2 holds, so every launch reads HBM):
   bulk<STAGE> x blocks   the copy engine (cp.async.bulk) filling a ring of shared-memory stages, each block a
                          contiguous share, consumers only release the stages: gemv_st's transport alone
   gemv                   the native decoder's register GEMV at its default shape
-(h200_stream_probe.json also holds gemv_st rows: the streaming GEMV of branch `gemv-st`, run from its commit
-9e1636e, where this script timed it too; it was slower at every size and did not land.)
+(h200_stream_probe_gemv_st_9e1636e.json holds the same probe run at branch `gemv-st`'s commit 9e1636e, with rows
+for its streaming GEMV gemv_st: slower at every size; it did not land.)
 Writes $OUT/h200_stream_probe.json (us per launch, TB/s). `--gemv-sweep`: the register gemv of gate_up and down
 at other block shapes, splits and grids instead (h200_gemv_sweep.json); `--rows`: gate_up read in the gemv's own
 access pattern, with and without its arithmetic (h200_rows_probe.json; not yet run). CuPy only.
@@ -17,8 +17,6 @@ access pattern, with and without its arithmetic (h200_rows_probe.json; not yet r
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -152,22 +150,21 @@ SIZES = {"qkv": (1536, 1152), "o": (1152, 1024), "down": (1152, 6912), "gate_up"
 COPIES = 4
 
 
-def provenance() -> dict:
-    """GPU, driver, CUDA, CuPy and package versions, git sha, command line and date of this run."""
-    import datetime
-    import subprocess
+def provenance(method: str) -> dict:
+    """native_kernel_bench's provenance (GPU, driver, CUDA, CuPy, git sha, command, date) with this probe's method."""
+    import native_kernel_bench
 
-    import cupy
+    return {**native_kernel_bench.provenance(), "method": method}
 
-    import vlmdecode
 
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name,memory.total", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(sys.argv), "git_sha": os.environ.get("VLMDECODE_GIT_SHA"),
-            "gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "nvidia_smi": smi,
-            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
-            "cupy": cupy.__version__, "numpy": np.__version__, "vlmdecode": vlmdecode.__version__}
+METHOD = (f"each launch reads one of {COPIES} rotating weight copies (past the L2); 20 x {COPIES} launches captured in "
+          "one CUDA graph (plain launches), replayed 5 times; median us per launch")
+
+
+def write(name: str, obj: dict) -> None:
+    import native_kernel_bench
+
+    native_kernel_bench.write_result(name, obj)
 
 
 def timed(launches, reps: int = 20, rounds: int = 5) -> float:
@@ -192,7 +189,7 @@ def gemv_sweep() -> None:
     vec = lambda n: cupy.asarray(rng.standard_normal(n).astype(np.float32))  # noqa: E731
     resid, o, w1, w2, m = vec(H), vec(H), vec(H) + 2, vec(H) + 2, vec(I)
     y, out = cupy.zeros(8 * I, cupy.float32), cupy.zeros(H, cupy.float32)
-    res: dict = {"provenance": provenance(), "copies": COPIES, "gate_up": {}, "down": {}}
+    res: dict = {"provenance": provenance(METHOD), "copies": COPIES, "gate_up": {}, "down": {}}
     Wg = [cupy.asarray((np.random.default_rng(c).standard_normal((2 * I, H)) * 0.05).astype(np.float16))
           for c in range(COPIES)]
     gu_shapes = ((8, 2, 0), (8, 2, 1), (8, 2, 2), (4, 2, 0), (8, 4, 0), (4, 4, 0), (2, 2, 0))
@@ -224,9 +221,7 @@ def gemv_sweep() -> None:
     for k in ("gate_up", "down"):
         print(k, "default:", res.get(f"default_{k}"), res[k].get(res.get(f"default_{k}")), "best:",
               sorted(res[k].items(), key=lambda kv: kv[1])[:5], flush=True)
-    out_dir = Path(os.environ.get("OUT", "/tmp/out"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "h200_gemv_sweep.json").write_text(json.dumps(res, indent=2))
+    write("h200_gemv_sweep.json", res)
 
 
 def rows_probe() -> None:
@@ -245,7 +240,7 @@ def rows_probe() -> None:
     Ws = [cupy.asarray((np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16))
           for c in range(COPIES)]
     x, y = cupy.asarray(np.random.default_rng(9).standard_normal(k).astype(np.float32)), cupy.zeros(rows, cupy.float32)
-    res: dict = {"provenance": provenance(), "rows": rows, "k": k, "copies": COPIES, "us": {}}
+    res: dict = {"provenance": provenance(METHOD), "rows": rows, "k": k, "copies": COPIES, "us": {}}
     rd = mod.get_function("rd<4>")
     res["us"]["rd4 x8"] = timed([partial(rd, (sms * 8,), (256,), (W, np.int64(W.nbytes // 16), y)) for W in Ws])
     for r in (1, 2, 4):
@@ -258,10 +253,9 @@ def rows_probe() -> None:
     # the gemv itself: PF 0 (weights after the prologue, the default) vs PF 1 / 2 (weights first) with a cheap
     # prologue (a plain copy of x) and with the step's fold: is the fold what keeps PF off and the gemv slow?
     fns = K.compile_module({(5, 2, 1, pf, f) for pf in (0, 1, 2) for f in (True, False)}, set())
-    H = k
     rng = np.random.default_rng(1)
-    resid, o, w1, w2 = (cupy.asarray(rng.standard_normal(H).astype(np.float32) + b) for b in (0, 0, 2, 2))
-    out = cupy.zeros(H, cupy.float32)
+    resid, o, w1, w2 = (cupy.asarray(rng.standard_normal(k).astype(np.float32) + b) for b in (0, 0, 2, 2))
+    out = cupy.zeros(k, cupy.float32)
     for pf in (0, 1, 2):
         for fold in (False, True):
             kw = dict(src=resid, delta=o, delta_w=w1, resid_out=out, norm_w=w2) if fold else dict(src=x)
@@ -273,9 +267,7 @@ def rows_probe() -> None:
                     plain_kernel=True) for W in Ws])
     res["us"] = {n: round(v, 3) for n, v in res["us"].items()}
     print(sorted(res["us"].items(), key=lambda kv: kv[1]), flush=True)
-    out_dir = Path(os.environ.get("OUT", "/tmp/out"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "h200_rows_probe.json").write_text(json.dumps(res, indent=2))
+    write("h200_rows_probe.json", res)
 
 
 def main() -> None:
@@ -290,7 +282,7 @@ def main() -> None:
     bulk = mod.get_function("bulk")
     bulk.max_dynamic_shared_size_bytes = 227 * 1024
     sink = cupy.zeros(1, cupy.uint32)
-    res: dict = {"provenance": provenance(), "sms": sms, "copies": COPIES, "sizes": {}}
+    res: dict = {"provenance": provenance(METHOD), "sms": sms, "copies": COPIES, "sizes": {}}
     fns = K.compile_module({(5, 1, 0, 1), (4, 1, 0, 1), (5, 2, 1, 0), (4, 1, 0, 2)}, set())
     for name, (rows, k) in SIZES.items():
         Ws = [cupy.asarray((np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16))
@@ -327,9 +319,7 @@ def main() -> None:
         best = sorted(((v["us"], kk) for kk, v in r.items() if kk != "bytes"))[:4]
         print(name, nbytes, "gemv", r["gemv"], "best", best, flush=True)
         del Ws
-    out = Path(os.environ.get("OUT", "/tmp/out"))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "h200_stream_probe.json").write_text(json.dumps(res, indent=2))
+    write("h200_stream_probe.json", res)
 
 
 if __name__ == "__main__":

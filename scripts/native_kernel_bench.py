@@ -27,6 +27,14 @@ BYTES = {"qkv": 1536 * H * 2, "o": H * NQ * D * 2, "gate_up": 2 * I * H * 2, "he
          "down/4": H * I * 2, "down/6": H * I * 2, "down/8": H * I * 2}
 
 
+def write_result(name: str, obj: dict, default: Path | str = "/tmp/out") -> Path:
+    """obj as JSON in $OUT (else `default`) under `name`; the path written."""
+    dest = Path(os.environ["OUT"]) if os.environ.get("OUT") else Path(default)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / name).write_text(json.dumps(obj, indent=2))
+    return dest / name
+
+
 def copy_tb_per_s(nbytes=1 << 30, reps=20) -> float:
     import cupy
     import numpy as np
@@ -109,9 +117,7 @@ def main() -> None:
                                 "bytes": BYTES[name], "all_us": {c: round(r["us"], 3) for c, r in res.items()}}
         print(f"{name:18s} best {best:14s} {res[best]['us']:8.2f} us {res[best]['tb_per_s']:5.2f} TB/s")
     print(f"copy {out['copy_tb_per_s']:.2f} TB/s")
-    dest = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "data" / "results"
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "h200_native_kernels.json").write_text(json.dumps(out, indent=2))
+    write_result("h200_native_kernels.json", out, ROOT / "data" / "results")
 
 
 if __name__ == "__main__":

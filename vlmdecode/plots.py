@@ -43,6 +43,13 @@ def _no_data(ax, what: str) -> None:
     ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center", transform=ax.transAxes)
 
 
+def _empty(fig, ax, what: str, title: str):
+    """fig, shown empty: "no data: what" under the title."""
+    _no_data(ax, what)
+    ax.set_title(title)
+    return fig
+
+
 def plot_image(img, title: str = "input image"):
     fig, (ax,) = _fig((3, 3))
     arr = np.asarray(img)
@@ -295,9 +302,7 @@ def plot_step_groups(df: pd.DataFrame, title: str = "one decode step by kernel g
     fig, (ax,) = _fig((8, 2.8))
     fig.set_layout_engine("constrained")
     if df.empty:
-        _no_data(ax, "recorded step groups")
-        ax.set_title(title)
-        return fig
+        return _empty(fig, ax, "recorded step groups", title)
     decoders = list(dict.fromkeys(df["decoder"]))
     for i, dec in enumerate(decoders):
         left = 0.0
@@ -334,9 +339,7 @@ def plot_read_rates(df: pd.DataFrame, title: str = "one kernel reading each proj
     fig, (ax,) = _fig((8, 3.6))
     fig.set_layout_engine("constrained")
     if df.empty:
-        _no_data(ax, "recorded read rates")
-        ax.set_title(title)
-        return fig
+        return _empty(fig, ax, "recorded read rates", title)
     projs = list(dict.fromkeys(df.sort_values("MB")["projection"]))
     readers = [r for r in READER_COLORS if r in set(df["reader"])]
     h = 0.8 / len(readers)
