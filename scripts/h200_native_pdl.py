@@ -28,9 +28,11 @@ import h200_native as hn  # noqa: E402  (fixtures, provenance, timing helpers; n
 SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         "attention": {"chunked": {"attn_batch": 0, "attn_threads": 256},
                       "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}},
-        # Shapes.fold: the residual fold in every consumer block (default) or once in the producer's last block,
-        # the consumers then plain-vector GEMVs (fewer registers), with their weights first (PF 1 / 2) or not
-        "fold": {"consumer": {}, "producer": {"fold": "producer"},
+        # Shapes.fold: the residual fold in every consumer block or once in the producer's last block (the default
+        # since h200_native_fold.json, with gate_up PF 1), the consumers then plain-vector GEMVs (fewer registers),
+        # with their weights first (PF 1 / 2) or not
+        "fold": {"consumer": {"fold": "consumer", "gate_up": (8, 2, 0)},
+                 "producer": {"fold": "producer", "gate_up": (8, 2, 0)},
                  "producer gate_up PF1": {"fold": "producer", "gate_up": (8, 2, 1)},
                  "producer gate_up PF2": {"fold": "producer", "gate_up": (8, 2, 2)},
                  "producer PF1 + qkv PF2": {"fold": "producer", "gate_up": (8, 2, 1), "qkv": (8, 1, 2)},

@@ -90,16 +90,21 @@ def _run(folder, shapes, steps=64):
     return _native_run(pipe, x, steps)
 
 
-@pytest.mark.parametrize("layout", ["unfused", "fused-cuda"])
-def test_native_producer_fold_follows_consumer(folders, layout):
-    want, wl = _run(folders[layout], K.Shapes())
-    got, gl = _run(folders[layout], K.Shapes(fold="producer"))
+CONSUMER = dict(fold="consumer", gate_up=(8, 2, 0))  # the default until h200_native_fold.json
+
+
+@pytest.mark.parametrize("layout,gate_up", [("unfused", (8, 2, 0)), ("fused-cuda", (8, 2, 0)),
+                                            ("fused-cuda", K.Shapes().gate_up)])
+def test_native_producer_fold_follows_consumer(folders, layout, gate_up):
+    assert K.Shapes().fold == "producer"
+    want, wl = _run(folders[layout], K.Shapes(**CONSUMER))
+    got, gl = _run(folders[layout], K.Shapes(fold="producer", gate_up=gate_up))
     assert got == want
     for i in range(1, len(want)):
         assert np.abs(wl[i] - gl[i]).max() <= 1e-2 * max(1.0, np.abs(wl[i]).max()), f"step {i}"
 
 
 def test_native_producer_fold_pdl_equals_plain(folders):
-    runs = [_run(folders["fused-cuda"], K.Shapes(fold="producer", pdl=pdl), 40) for pdl in (True, False)]
+    runs = [_run(folders["fused-cuda"], K.Shapes(pdl=pdl), 40) for pdl in (True, False)]
     assert runs[0][0] == runs[1][0]
     assert all(np.array_equal(a, b) for a, b in zip(runs[0][1][1:], runs[1][1][1:]))

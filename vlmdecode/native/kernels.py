@@ -35,7 +35,9 @@ class Shapes:
 
     qkv: tuple = (8, 1)
     o: tuple = (8, 1)
-    gate_up: tuple = (8, 2, 0)  # weights after the prologue: PF 1 and 2 need 128 registers (fewer blocks an SM)
+    # PF 1 with fold="producer": its plain-vector kernel loads the first rows before the prologue at no occupancy
+    # cost (h200_native_fold.json); a folding gate_up (fold="consumer") is fastest at PF 0 (h200_gemv_sweep.json)
+    gate_up: tuple = (8, 2, 1)
     down: tuple = (4, 1, 2)  # double-buffered, at no register cost (h200_gemv_prefetch.json)
     head: tuple = (8, 2, 0)  # grid-stride, <= 1024 blocks; PF 0 keeps more blocks resident (same file)
     slice_target: int = SLICE_TARGET
@@ -49,8 +51,9 @@ class Shapes:
     attn_clusters: int = 1
     # where a GEMV's residual fold + RMSNorm runs: "consumer", in every block of the GEMV that reads it (its
     # prologue); "producer", once, in the last block of the GEMV before it (o for gate_up, down for the next
-    # qkv), so the consumer's prologue is a plain copy (layer 0's qkv and the LM head fold as consumers)
-    fold: str = "consumer"
+    # qkv), so the consumer's prologue is a plain copy (layer 0's qkv and the LM head fold as consumers); the
+    # faster of the two at gemma3-1b with gate_up at PF 1 (h200_native_fold.json)
+    fold: str = "producer"
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
 
