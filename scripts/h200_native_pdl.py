@@ -1,7 +1,6 @@
 """H200: variants of the native step side by side: with and without programmatic dependent launch
-(`native.pdl`; `--set pdl`, the default), the chunked vs the cluster attention kernel (`--set attention`), or
-the consumer vs the producer fold at a few GEMV prefetch choices (`--set fold`, Shapes.fold). A set may hold
-more than two variants (branch `gemv-st` added one of four, the streaming GEMV).
+(`native.pdl`; `--set pdl`, the default) or the chunked vs the cluster attention kernel (`--set attention`); a set
+may hold more than two variants (branch `gemv-st` added one of four, the streaming GEMV).
 
 gemma3-1b fp16 fused-cuda at context 1024 (KV capacity 1072) and tiny at context 128: per variant the
 replayed step without advance (200 replays, CUDA events), the greedy step with advance replayed back to
@@ -9,7 +8,7 @@ back (per token), and the pipeline's steady per-token time (bench.pipeline_once)
 rounds; the copy bandwidth and the floor of this run; greedy tokens of every variant over 64 steps (equal to the
 first variant's?), and each against onnxruntime eager teacher-forced (h200_native.parity). Writes
 $OUT/h200_native_<set>.json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|fold]
+Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention]
 """
 
 from __future__ import annotations
@@ -27,18 +26,7 @@ import h200_native as hn  # noqa: E402  (fixtures, provenance, timing helpers; n
 # variant sets: name -> Shapes overrides, measured interleaved on the same decoder (rebuilt between them)
 SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         "attention": {"chunked": {"attn_batch": 0, "attn_threads": 256},
-                      "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}},
-        # Shapes.fold: the residual fold in every consumer block or once in the producer's last block (the default
-        # since h200_native_fold.json, with gate_up PF 1), the consumers then plain-vector GEMVs (fewer registers),
-        # with their weights first (PF 1 / 2) or not
-        "fold": {"consumer": {"fold": "consumer", "gate_up": (8, 2, 0)},
-                 "producer": {"fold": "producer", "gate_up": (8, 2, 0)},
-                 "producer gate_up PF1": {"fold": "producer", "gate_up": (8, 2, 1)},
-                 "producer gate_up PF2": {"fold": "producer", "gate_up": (8, 2, 2)},
-                 "producer PF1 + qkv PF2": {"fold": "producer", "gate_up": (8, 2, 1), "qkv": (8, 1, 2)},
-                 # o in 36 blocks (not 144): room for gate_up's blocks to start and request their first rows while
-                 # attention (16 SMs, ~6 us of latency) and o run
-                 "producer PF1 + o 8x4": {"fold": "producer", "gate_up": (8, 2, 1), "o": (8, 4)}}}
+                      "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}}}
 
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):

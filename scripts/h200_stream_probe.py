@@ -252,7 +252,7 @@ def rows_probe() -> None:
                 res["us"][f"rdrow {r}r dot{d} x{per_sm}"] = timed(launches)
     # the gemv itself: PF 0 (weights after the prologue, the default) vs PF 1 / 2 (weights first) with a cheap
     # prologue (a plain copy of x) and with the step's fold: is the fold what keeps PF off and the gemv slow?
-    fns = K.compile_module({(5, 2, 1, pf, f) for pf in (0, 1, 2) for f in (True, False)}, set())
+    fns = K.compile_module({(5, 2, 1, pf) for pf in (0, 1, 2)}, set())
     rng = np.random.default_rng(1)
     resid, o, w1, w2 = (cupy.asarray(rng.standard_normal(k).astype(np.float32) + b) for b in (0, 0, 2, 2))
     out = cupy.zeros(k, cupy.float32)
@@ -262,9 +262,6 @@ def rows_probe() -> None:
             res["us"][f"gemv 8w 2r pf{pf} gelu{' + fold' if fold else ''}"] = timed(
                 [K.gemv(fns, "gu", W, rows // 2, k, epi=K.EPI_GELU, y=y, warps=8, rpw=2, prefetch_weights=pf, **kw)
                  for W in Ws])
-        res["us"][f"gemv 8w 2r pf{pf} gelu, plain-vector kernel"] = timed(  # gemv<..,0>: the fold compiled out
-            [K.gemv(fns, "gu", W, rows // 2, k, epi=K.EPI_GELU, y=y, warps=8, rpw=2, prefetch_weights=pf, src=x,
-                    plain_kernel=True) for W in Ws])
     res["us"] = {n: round(v, 3) for n, v in res["us"].items()}
     print(sorted(res["us"].items(), key=lambda kv: kv[1]), flush=True)
     write("h200_rows_probe.json", res)

@@ -74,12 +74,11 @@ def gelu(x):
 # ---- the kernels' contracts --------------------------------------------------------------------------
 def gemv(name, grid, a):
     (W, n_rows, ld, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y, logits, softcap,
-     part_v, part_i, suppress, n_suppress, fold_base, fold_dw, fold_norm, fold_resid, fold_counter, fold_out) = a
+     part_v, part_i, suppress, n_suppress) = a
     n_rows, ld, k, dparts, splits = int(n_rows), int(ld), int(k_len), int(dparts), grid[1]
     epi = int(name[name.index("<") + 1:-1].split(",")[2])  # gemv<NV,RPW,EPI,PF>
     total = 2 * n_rows if epi == 1 else n_rows
     Wm = view(W, F16, total * ld).reshape(total, ld).astype(np.float64)
-    tail = epi == 0 and int(fold_out)
     if int(norm_w):
         r = view(src, F32, k).astype(np.float64) if int(src) else view(x_in, F16, k) * float(x_scale)
         if int(delta):
@@ -92,13 +91,6 @@ def gemv(name, grid, a):
         out = [Wm[:, s * k:(s + 1) * k] @ v[s * k:(s + 1) * k] for s in range(splits)]
     if epi == 0:
         view(y, F32, splits * n_rows)[:] = np.concatenate(out)
-        if tail:  # the last block's fold of y (its split-K parts summed) for the next GEMV
-            assert int(view(fold_counter, I32, 1)[0]) == 0, "the tail fold's counter must start (and end) at 0"
-            parts = view(y, F32, splits * n_rows).reshape(splits, n_rows).astype(np.float64).sum(0)
-            r = view(fold_base, F32, n_rows) + rms(parts, view(fold_dw, F32, n_rows), float(eps))
-            if int(fold_resid):
-                view(fold_resid, F32, n_rows)[:] = r
-            view(fold_out, F32, n_rows)[:] = rms(r, view(fold_norm, F32, n_rows), float(eps))
     elif epi == 1:
         view(y, F32, n_rows)[:] = gelu(out[0][:n_rows]) * out[0][n_rows:]
     else:

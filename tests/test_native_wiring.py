@@ -104,42 +104,15 @@ def _decoder(folder, shapes=None, sync_every=3, prefill="onnxruntime"):
 
 @pytest.mark.parametrize("config,layout,variant", [
     ("tiny", "unfused", "default"), ("tiny", "fused-cuda", "other"), ("split-k", "fused-cuda", "default"),
-    ("split-k", "unfused", "other"), ("split-k", "fused-cuda", "producer"), ("tiny", "unfused", "producer")])
+    ("split-k", "unfused", "other")])
 def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
-    if variant == "other":  # attention_cl, finer split-K, another head shape, the fold in its consumers
+    if variant != "default":  # attention_cl, finer split-K, another head shape
         shapes = K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_threads=128, slice_target=640,
-                          head=(4, 2), gate_up=(8, 4), fold="consumer")
-    elif variant == "producer":  # each fold run once, by the last block of the GEMV before its consumer
-        shapes = K.Shapes(fold="producer", slice_target=640)
+                          head=(4, 2), gate_up=(8, 4))
     dec = _decoder(folders[config, layout], shapes, sync_every=1)  # each token read before the next step
     plan, steps = dec.plan, 12
     assert dec.kernels_per_step() == 5 * plan.num_layers + 2 and dec.counters()["kernels_per_step"] == len(dec.body) + 1
-    producer = variant != "other"  # the default is fold="producer"
-    if producer:  # tails on every o and every down but the last; their consumers read fold_vec
-        fold_out = {b.name: int(b.args[-1]) for b in dec.body}
-        vec = int(dec.fold_vec.data.ptr)
-        for l in range(plan.num_layers):
-            assert fold_out[f"L{l}.o"] == vec and fold_out[f"L{l}.down"] == (vec if l + 1 < plan.num_layers else 0)
-            assert fold_out[f"L{l}.qkv"] == fold_out[f"L{l}.gate_up"] == 0
-        assert all(int(b.args[4]) == vec for b in dec.body if b.name.endswith("gate_up")
-                   or (b.name.endswith("qkv") and b.name != "L0.qkv"))
-        plain = {b.name for b in dec.body if b.fn.name.startswith("gemv<") and b.fn.name.count(",") == 4}  # <..,0>
-        assert plain == {b.name for b in dec.body if b.name not in ("L0.qkv", "head") and "attn" not in b.name}
-    else:  # every GEMV folds its own input: no tails, no plain-vector kernels
-        assert all(int(b.args[-1]) == 0 for b in dec.body if b.fn.name.startswith("gemv<"))
-        assert not any(b.fn.name.startswith("gemv<") and b.fn.name.count(",") == 4 for b in dec.body)
-    with pytest.raises(K.KernelShapeError, match="'consumer' or 'producer'"):
-        _decoder(folders[config, layout], K.Shapes(fold="both"))
-    if variant == "producer":  # a tail needs all of its fold's inputs; the plain kernel a plain vector
-        qkv = dec.body[0]
-        with pytest.raises(K.KernelShapeError, match="tail fold needs"):
-            K.gemv({}, "t", dec.layers[0]["w_o"], plan.hidden, plan.num_heads * plan.head_dim, src=dec.attn_out,
-                   y=dec.o_out, fold_out=dec.fold_vec)
-        with pytest.raises(K.KernelShapeError, match="plain-vector kernel"):
-            K.gemv({}, "t", dec.layers[0]["w_qkv"], 8, plan.hidden, y=dec.qkv, norm_w=dec.final_norm,
-                   src=dec.fold_vec, plain_kernel=True)
-        assert qkv.name == "L0.qkv"
     ids = prompt_ids(10)
     x = np.asarray(dec.table)[ids] if plan.drive == "embeds" else ids
     toks = []

@@ -199,42 +199,30 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         self.ring = allocate((self.ring_len,), np.int64, self.device)
         self.n_dev, self.pos, self.t_dev, self.given = (z(1, cp.int64) for _ in range(4))
         self.suppress, self.n_suppress = z(MAX_SUPPRESS, cp.int64), z(1, cp.int32)  # SamplingParams.suppress
-        self.fold_vec, self.fold_count = z(H), z(2 * plan.num_layers, cp.int32)  # Shapes.fold == "producer"
 
     def _build(self, plan: DecoderPlan) -> None:
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
         sh = self.shapes
         nvh = K.loads_per_lane(H)
         pfw = lambda wr: int(wr[2]) if len(wr) > 2 else 1  # noqa: E731
-        if sh.fold not in ("consumer", "producer"):
-            raise K.KernelShapeError(f"Shapes.fold is 'consumer' or 'producer', got {sh.fold!r}")
-        producer = sh.fold == "producer"
-        # (.., fold): producer mode runs every plain-vector GEMV as gemv<..,0> (plain_kernel)
-        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv), True),
-                 (nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv), not producer),
-                 (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN, pfw(sh.o), not producer),
-                 (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up), not producer),
-                 (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down), not producer),
-                 (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head), True)}
+        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv)),
+                 (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN, pfw(sh.o)),
+                 (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up)),
+                 (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down)),
+                 (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         fns = K.compile_module(gemvs, {D}, cl)
         shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
-        plain = dict(plain_kernel=producer)  # the plain-vector GEMVs' kernel
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
-        n_layers = plan.num_layers
         steps = []
         for l, (L, W) in enumerate(zip(plan.layers, self.layers)):
             prev = self.layers[l - 1] if l else None
-            if producer and l:  # the previous down's last block folded this input (fold_vec; Rb holds r)
-                steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
-                                    src=self.fold_vec, **plain, **shape(sh.qkv)))
-            else:
-                steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
-                                    src=Ra if l else None, x_in=self.x_in, x_scale=scale,
-                                    delta=self.dpart if l else None, delta_parts=self.ksd,
-                                    delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
-                                    norm_w=W["input_norm"], eps=eps, **shape(sh.qkv)))
+            steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
+                                src=Ra if l else None, x_in=self.x_in, x_scale=scale,
+                                delta=self.dpart if l else None, delta_parts=self.ksd,
+                                delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
+                                norm_w=W["input_norm"], eps=eps, **shape(sh.qkv)))
             steps.append(K.attention(fns, f"L{l}.attn", self.qkv, nq, nkv, D, q_norm=W["q_norm"], k_norm=W["k_norm"],
                                      eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
@@ -242,26 +230,12 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
                                      cluster=sh.attn_cluster, clusters=sh.attn_clusters))
-            # producer: o's last block folds gate_up's input, down's (but the last layer's: the head folds) the next
-            # qkv's, into fold_vec and the residual stream
-            o_fold = dict(fold_base=Rb, fold_dw=W["post_attn_norm"], fold_resid=Ra, fold_norm=W["pre_ffn_norm"],
-                          eps=eps, fold_counter=self.fold_count[2 * l:2 * l + 1],
-                          fold_out=self.fold_vec) if producer else {}
-            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **o_fold,
-                                **plain, **shape(sh.o)))
-            if producer:
-                steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m,
-                                    src=self.fold_vec, **plain, **shape(sh.gate_up)))
-            else:
-                steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
-                                    delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
-                                    norm_w=W["pre_ffn_norm"], eps=eps, **shape(sh.gate_up)))
-            d_fold = dict(fold_base=Ra, fold_dw=W["post_ffn_norm"], fold_resid=Rb,
-                          fold_norm=self.layers[l + 1]["input_norm"], eps=eps,
-                          fold_counter=self.fold_count[2 * l + 1:2 * l + 2],
-                          fold_out=self.fold_vec) if producer and l + 1 < n_layers else {}
+            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
+            steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
+                                delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
+                                norm_w=W["pre_ffn_norm"], eps=eps, **shape(sh.gate_up)))
             steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
-                                src=self.m, **d_fold, **plain, **shape(sh.down)))
+                                src=self.m, **shape(sh.down)))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,

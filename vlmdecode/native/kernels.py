@@ -35,9 +35,7 @@ class Shapes:
 
     qkv: tuple = (8, 1)
     o: tuple = (8, 1)
-    # PF 1 with fold="producer": its plain-vector kernel loads the first rows before the prologue at no occupancy
-    # cost (h200_native_fold.json); a folding gate_up (fold="consumer") is fastest at PF 0 (h200_gemv_sweep.json)
-    gate_up: tuple = (8, 2, 1)
+    gate_up: tuple = (8, 2, 0)  # weights after the prologue: PF 1 and 2 need 128 registers (fewer blocks an SM)
     down: tuple = (4, 1, 2)  # double-buffered, at no register cost (h200_gemv_prefetch.json)
     head: tuple = (8, 2, 0)  # grid-stride, <= 1024 blocks; PF 0 keeps more blocks resident (same file)
     slice_target: int = SLICE_TARGET
@@ -49,11 +47,6 @@ class Shapes:
     attn_batch: int = 8
     attn_cluster: int = 16
     attn_clusters: int = 1
-    # where a GEMV's residual fold + RMSNorm runs: "consumer", in every block of the GEMV that reads it (its
-    # prologue); "producer", once, in the last block of the GEMV before it (o for gate_up, down for the next
-    # qkv), so the consumer's prologue is a plain copy (layer 0's qkv and the LM head fold as consumers); the
-    # faster of the two at gemma3-1b with gate_up at PF 1 (h200_native_fold.json)
-    fold: str = "producer"
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
 
@@ -133,13 +126,12 @@ def attention_blocks(shapes: Shapes, capacity: int, window: int | None, head_dim
     return attention_splits(capacity, window, shapes.attn_chunk)
 
 
-def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1, fold: bool = True) -> str:
+def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
     """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed; PF 2: that,
-    and each next row group's weights are loaded while the current one is reduced (two register buffers).
-    fold False: gemv<NV,RPW,EPI,PF,0>, whose input vector is always plain (no fold code, fewer registers)."""
+    and each next row group's weights are loaded while the current one is reduced (two register buffers)."""
     if int(pf) not in (0, 1, 2):
         raise KernelShapeError(f"GEMV weight prefetch must be 0, 1 or 2, got {pf}")
-    return f"gemv<{nv},{rpw},{epi},{int(pf)}{'' if fold else ',0'}>"
+    return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
 
 
 def attention_name(head_dim: int) -> str:
@@ -157,8 +149,7 @@ _modules: dict = {}
 
 
 def compile_module(gemvs, head_dims, clustered=()):
-    """One RawModule holding gemv<NV,RPW,EPI,PF[,0]> for every (nv, rpw, epi[, pf = 1[, fold]]) in `gemvs`,
-    attention<HD> for
+    """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
     every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered` and `advance`; cached
     per process and name set."""
     import cupy
@@ -255,19 +246,14 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
          part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2,
-         resident_grid: bool = True, prefetch_weights: int = 1, fold_base=None, fold_dw=None, fold_norm=None,
-         fold_resid=None, fold_counter=None, fold_out=None, plain_kernel: bool = False) -> Launch:
+         resident_grid: bool = True, prefetch_weights: int = 1) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
     LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
     at run time, so a captured graph follows new ids), or None.
     warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>. resident_grid: at most the
     blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group.
-    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2.
-    fold_out [n_rows] (PLAIN): the last block to finish also folds y (all its split-K parts) for the next GEMV,
-    which then reads fold_out as its plain vector: r = fold_base + rms(sum of y's parts) * fold_dw -> fold_resid,
-    fold_out = rms(r) * fold_norm; fold_counter: one int32, zero, that the block resets.
-    plain_kernel: launch gemv<..,0> (no fold code, fewer registers; the module must hold it) for a plain vector."""
+    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -279,28 +265,17 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
         raise KernelShapeError(f"{name}: 1 to 8 warps per block (the kernel's launch bound), got {warps}")
     if epi == EPI_GELU and rpw % 2:
         raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
-    tail = fold_out is not None
-    if tail and (epi != EPI_PLAIN or any(a is None for a in (fold_base, fold_dw, fold_norm, fold_counter))):
-        raise KernelShapeError(f"{name}: a tail fold needs the plain epilogue and fold_base, fold_dw, fold_norm, "
-                               "fold_counter")
-    if tail and n_rows // 4 > 3 * warps * 32:  # FOLD_R float4 slots a thread (cuda_src.common)
-        raise KernelShapeError(f"{name}: a tail fold of {n_rows} rows needs >= {-(-n_rows // 12)} threads a block, "
-                               f"got {warps * 32}")
-    if plain_kernel and (norm_w is not None or src is None):
-        raise KernelShapeError(f"{name}: the plain-vector kernel (plain_kernel) reads its vector from src and cannot "
-                               "fold it (norm_w given)")
-    fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights), fold=not plain_kernel)]
+    fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
-    shared = _need_shared(fn, 4 * max(k_len, n_rows if tail else 0))
+    shared = _need_shared(fn, 4 * k_len)
     resident = -(-resident_blocks(fn, warps * 32, shared) // splits) if resident_grid else n_groups
     grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident)
     args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
             ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
-            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress),
-            ptr(fold_base), ptr(fold_dw), ptr(fold_norm), ptr(fold_resid), ptr(fold_counter), ptr(fold_out))
+            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))
     out_rows = n_rows * (1 if epi == EPI_GELU else splits)
-    nbytes = int(W.nbytes) + 4 * ld + (2 if head else 4) * out_rows + (4 * 5 * n_rows if tail else 0)
+    nbytes = int(W.nbytes) + 4 * ld + (2 if head else 4) * out_rows
     return Launch(name, fn, (grid_x, splits, 1), (warps * 32, 1, 1), args, shared, nbytes)
 
 

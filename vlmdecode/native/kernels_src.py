@@ -5,9 +5,8 @@ warp streams a row with 16-byte loads (uint4 = 8 halves). Every GEMV loads its f
 registers BEFORE it forms its input vector, so the vector's prologue (a residual fold and RMSNorm that
 each block recomputes from the [H] row) runs while the weights are in flight.
 
-    gemv<NV, RPW, EPI, PF[, FOLD]>  y = W x', x' formed by `form_vector` (FOLD 0: always plain); EPI_PLAIN
-                         writes y (split-K partials along gridDim.y; with fold_out, its last block then folds
-                         them for the next GEMV), EPI_GELU writes gelu_tanh(W[j] x') * (W[j + n] x') for the packed
+    gemv<NV, RPW, EPI, PF>  y = W x', x' formed by `form_vector`; EPI_PLAIN writes y (split-K partials along
+                         gridDim.y), EPI_GELU writes gelu_tanh(W[j] x') * (W[j + n] x') for the packed
                          gate|up rows (RPW / 2 pairs a warp), EPI_HEAD writes fp16 logits (optional
                          softcap) and one (max, first index) partial per block over the ids not
                          suppressed, NaN when one of those logits is NaN/+inf (device mode's semantics)

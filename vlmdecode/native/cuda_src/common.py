@@ -121,7 +121,7 @@ __device__ void fold_regs(float* vec, float* red, const int n, const int n4, con
         for (int j = 0; j < FOLD_R; ++j) ss += f4_dot(d[j]);
         inv_d = rsqrtf(block_sum(ss, red) / n + eps);
     }
-    const bool store = resid_out != NULL;
+    const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
     float ss = 0.f;
 #pragma unroll
     for (int j = 0; j < FOLD_R; ++j) {
@@ -141,7 +141,7 @@ __device__ void fold_regs(float* vec, float* red, const int n, const int n4, con
 
 // The GEMV's input vector, n floats in shared memory.
 //   fold  (norm_w != NULL): r = base + rms(sum_p delta[p]) * delta_w, base = resid_in, or x_in * x_scale
-//         when resid_in is NULL; no delta term when delta is NULL. r is stored to resid_out
+//         when resid_in is NULL; no delta term when delta is NULL. Block (0,0) stores r to resid_out
 //         (when not NULL); vec = rms(r) * norm_w. All weights are effective ((1 + w) applied).
 //   plain (norm_w == NULL): vec = src[0, n)
 __device__ void form_vector(float* vec, float* red, const int n, const float* src, const __half* x_in,
@@ -169,7 +169,7 @@ __device__ void form_vector(float* vec, float* red, const int n, const float* sr
         }
         inv_d = rsqrtf(block_sum(ss, red) / n + eps);
     }
-    const bool store = resid_out != NULL;
+    const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
     float ss = 0.f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {  // each thread reads back only what it wrote
         float r = src != NULL ? src[i] : __half2float(x_in[i]) * x_scale;

@@ -1,6 +1,5 @@
-"""The native GEMV kernel `gemv<NV, RPW, EPI, PF[, FOLD]>` and its row helpers (epilogues: plain / split-K, optionally
-followed by the next GEMV's residual fold in the last block to finish; gelu(gate) * up; LM head with argmax
-partials).
+"""The native GEMV kernel `gemv<NV, RPW, EPI, PF>` and its row helpers (epilogues: plain / split-K,
+gelu(gate) * up, LM head with argmax partials).
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
@@ -38,8 +37,7 @@ __device__ __forceinline__ void load_rows(uint4 (&w)[RPW][NV], const __half* W, 
         }
 }
 
-// FOLD 0: the input vector is always plain (src): the fold's code and registers compiled out
-template <int NV, int RPW, int EPI, int PF, int FOLD = 1>
+template <int NV, int RPW, int EPI, int PF>
 __global__ void __launch_bounds__(256) gemv(
     const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
     const float* src, const __half* x_in, const float x_scale,
@@ -47,9 +45,7 @@ __global__ void __launch_bounds__(256) gemv(
     float* resid_out, const float* norm_w, const float eps,
     float* y,                                      // PLAIN [gridDim.y, n_rows]; GELU [n_rows]
     __half* logits, const float softcap, float* part_v, long long* part_i,  // HEAD
-    const long long* suppress, const int* n_suppress,  // HEAD: ids the argmax skips ([n_suppress[0]], or NULL)
-    const float* fold_base, const float* fold_dw, const float* fold_norm, float* fold_resid,  // PLAIN: the next
-    int* fold_counter, float* fold_out)                                                      // GEMV's fold, below
+    const long long* suppress, const int* n_suppress)  // HEAD: ids the argmax skips ([n_suppress[0]], or NULL)
 {
     extern __shared__ float vec[];
     __shared__ float red[32];
@@ -68,11 +64,8 @@ __global__ void __launch_bounds__(256) gemv(
     pdl_trigger();
     if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
-    if (FOLD)
-        form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
-                    delta, delta_parts, delta_w, blockIdx.x == 0 && blockIdx.y == 0 ? resid_out : NULL, norm_w, eps);
-    else
-        form_vector(vec, red, k_len, src + k0, NULL, 1.f, NULL, 0, NULL, NULL, NULL, eps);
+    form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
+                delta, delta_parts, delta_w, resid_out, norm_w, eps);
     float bv = -INF_F;
     long long bi = NO_INDEX;
     bool bad = false;
@@ -130,22 +123,6 @@ __global__ void __launch_bounds__(256) gemv(
 #pragma unroll
                 for (int j = 0; j < NV; ++j) w[i][j] = w_next[i][j];
             }
-        }
-    }
-    if (EPI == EPI_PLAIN && fold_out != NULL) {  // the last block to finish folds y (all split-K parts) for the next
-        __shared__ int last;
-        __threadfence();  // this block's rows of y, visible before it is counted
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(fold_counter, 1) == (int)(gridDim.x * gridDim.y) - 1;
-        __syncthreads();
-        if (last) {
-            __threadfence();
-            // r = fold_base + rms(sum_p y[p]) * fold_dw -> fold_resid; fold_out = rms(r) * fold_norm (n_rows floats;
-            // the register fold: the host checks n_rows / 4 <= FOLD_R x threads)
-            fold_regs(vec, red, n_rows, n_rows >> 2, fold_base, NULL, 1.f, y, gridDim.y, fold_dw, fold_resid,
-                      fold_norm, eps);
-            for (int i = threadIdx.x; i < n_rows; i += blockDim.x) fold_out[i] = vec[i];
-            if (threadIdx.x == 0) *fold_counter = 0;  // ready for the next step (graph replays)
         }
     }
     if (EPI == EPI_HEAD) {
