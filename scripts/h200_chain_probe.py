@@ -181,7 +181,7 @@ def launches(cupy, K, fn, chain: Chain, grid: int, variant: str) -> list:
     """One step: the zero fill, then the chain as `variant` ("per-op", "per-op PDL", "persistent")."""
     zero = partial(chain.buf.fill, 0)
     mk = lambda a, b, pdl: K.Launch(f"chain[{a}:{b}]", fn, (grid, 1, 1), (256, 1, 1),  # noqa: E731
-                                    (chain.ops, np.int32(a), np.int32(b), chain.done), 0, 0, pdl=pdl)
+                                    (K.ptr(chain.ops), np.int32(a), np.int32(b), K.ptr(chain.done)), 0, 0, pdl=pdl)
     if variant == "persistent":
         return [zero, mk(0, chain.n_ops, False)]
     pdl = variant == "per-op PDL"
