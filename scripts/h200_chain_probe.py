@@ -13,8 +13,13 @@ gelu_tanh(gate) * up, in 8 k-slices]; the next layer's qkv reads down's output; 
   per-op PDL    one launch per GEMV with programmatic dependent launch: each launch's blocks issue their first
                 weights, then wait on the previous GEMV's counter (device-scope acquire)
   persistent    one launch for the whole chain, every block resident: the same waits, no kernel boundary
-Tasks are 2 rows x one k-slice a warp (16-byte loads, NV a lane), accumulated with atomicAdd into zeroed outputs;
-a block counts itself done with a GEMV once all its warps are. Each step zeroes the outputs and counters first (one
+Two task codes, each run the three ways:
+  tasks (`chain`)    2 rows x one k-slice a warp (16-byte loads, NV a lane), x read per task from L2, accumulated
+                     with atomicAdd into zeroed outputs (h200_chain_probe_efce0a0.json: the first run, this kernel only)
+  blocks (`blocks`)  the step's GEMV structure: a block per k-slice and row groups, x formed once per GEMV in shared
+                     memory, plain stores (down's 8 partials summed by the next qkv), PF 1 / 0: the first group's
+                     weights loaded before / after the wait
+A block counts itself done with a GEMV once all its warps are. Each step zeroes the outputs and counters first (one
 fill, in every variant). Checked against float64 numpy on a 2-layer chain. Times: 26 layers, graph replays, CUDA
 events, medians of interleaved rounds; beside them the plain read of the same matrices (rd<4>, one launch each).
 -> $OUT/h200_chain_probe.json. CuPy only; about a minute.
@@ -128,6 +133,98 @@ __global__ void __launch_bounds__(256) chain(const long long* __restrict__ ops, 
         if (threadIdx.x == 0) atomicAdd(done + j, 1u);
     }
 }
+
+// The step's GEMV structure in one kernel: per op, block b of P takes k-slice s = b % splits and row groups
+// g = b / splits, + P / splits, .. (a group: warps x RPW rows; lane l loads columns (l + 32 v) * 8 of the slice), forms
+// the slice of x once in shared memory (xform 0: x; 1: gelu_tanh(x[i]) * x[i + k]; 2: the sum of `parts` vectors
+// [parts, k], a split-K producer's partials), stores y[s, rows] plainly. PF 1: the first group's weights are loaded
+// before the wait on the previous op. A block is counted done with an op as cooperative groups' grid sync counts it
+// (bar.sync, then one thread's fence and atomic).
+template <int NV, int RPW, int PF>
+__global__ void __launch_bounds__(256) blocks(const long long* __restrict__ ops, const int op_begin, const int op_end,
+                                              unsigned* done) {
+    extern __shared__ __align__(16) float vec[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    for (int j = op_begin; j < op_end; ++j) {
+        const long long* o = ops + 8 * j;
+        const __half* W = reinterpret_cast<const __half*>(o[0]);
+        const float* x = reinterpret_cast<const float*>(o[1]);
+        float* y = reinterpret_cast<float*>(o[2]);
+        const int rows = (int)o[3], k = (int)o[4], ks = (int)o[5], xform = (int)o[6], parts = (int)o[7];
+        const int splits = k / ks, s = blockIdx.x % splits, nb = gridDim.x / splits, c0 = s * ks;
+        const int n_groups = (rows + nw * RPW - 1) / (nw * RPW);
+        int g = blockIdx.x / splits;
+        uint4 w[RPW][NV];
+        auto load = [&](const int grp) {
+#pragma unroll
+            for (int i = 0; i < RPW; ++i)
+#pragma unroll
+                for (int v = 0; v < NV; ++v) {
+                    const int r = (grp * nw + warp) * RPW + i, col = (lane + 32 * v) * 8;
+                    w[i][v] = (r < rows && col < ks)
+                        ? __ldcs(reinterpret_cast<const uint4*>(W + (size_t)r * k + c0 + col))
+                        : make_uint4(0u, 0u, 0u, 0u);
+                }
+        };
+        if (PF && g < n_groups) load(g);
+        if (j > 0) {
+            if (threadIdx.x == 0)
+                while (ld_acquire(done + j - 1) < gridDim.x) {}
+            __syncthreads();
+        }
+        if (g < n_groups) {  // uniform in the block
+            for (int i = 4 * threadIdx.x; i < ks; i += 4 * blockDim.x) {
+                float4 v = __ldcg(reinterpret_cast<const float4*>(x + c0 + i));
+                if (xform == 1) {
+                    const float4 u = __ldcg(reinterpret_cast<const float4*>(x + k + c0 + i));
+                    v = make_float4(gelu_tanh(v.x) * u.x, gelu_tanh(v.y) * u.y, gelu_tanh(v.z) * u.z,
+                                    gelu_tanh(v.w) * u.w);
+                } else if (xform == 2) {
+                    for (int p = 1; p < parts; ++p) {
+                        const float4 u = __ldcg(reinterpret_cast<const float4*>(x + (size_t)p * k + c0 + i));
+                        v.x += u.x; v.y += u.y; v.z += u.z; v.w += u.w;
+                    }
+                }
+                *reinterpret_cast<float4*>(vec + i) = v;
+            }
+            __syncthreads();
+        }
+        for (; g < n_groups; g += nb) {
+            if (!PF || g != (int)blockIdx.x / splits) load(g);
+#pragma unroll
+            for (int i = 0; i < RPW; ++i) {
+                float acc = 0.f;
+#pragma unroll
+                for (int v = 0; v < NV; ++v) {
+                    const int col = (lane + 32 * v) * 8;
+                    if (col < ks) {
+                        const __half2* h = reinterpret_cast<const __half2*>(&w[i][v]);
+                        const float4 a = *reinterpret_cast<const float4*>(vec + col);
+                        const float4 b = *reinterpret_cast<const float4*>(vec + col + 4);
+                        const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+                        const float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+                        float t = f0.x * a.x;
+                        t = fmaf(f0.y, a.y, t); t = fmaf(f1.x, a.z, t); t = fmaf(f1.y, a.w, t);
+                        t = fmaf(f2.x, b.x, t); t = fmaf(f2.y, b.y, t); t = fmaf(f3.x, b.z, t); t = fmaf(f3.y, b.w, t);
+                        acc += t;
+                    }
+                }
+#pragma unroll
+                for (int q = 16; q > 0; q >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, q);
+                const int r = (g * nw + warp) * RPW + i;
+                if (lane == 0 && r < rows) y[(size_t)s * rows + r] = acc;
+            }
+        }
+        __syncthreads();  // every warp's rows stored, and vec free for the next op
+        if (threadIdx.x == 0) {
+            __threadfence();
+            atomicAdd(done + j, 1u);
+        }
+    }
+}
 """
 
 H, Q, I, SLICES = 1152, 1024, 6912, 8
@@ -135,34 +232,17 @@ QKV = 1536
 NV, RPT = 5, 2
 
 
-class Chain:
-    """gemma3-1b's GEMV chain over `layers` layers: weights, zeroed outputs + counters in one buffer, the op table."""
+class Weights:
+    """gemma3-1b's four GEMV matrices for `layers` layers (unit gain: entries / sqrt(k)), host and device, and x0."""
 
     def __init__(self, cupy, layers: int, seed: int = 0):
         rng = np.random.default_rng(seed)
-        mats = lambda r, k: (rng.standard_normal((r, k)) / np.sqrt(k)).astype(np.float16)  # noqa: E731 - unit gain
+        mats = lambda r, k: (rng.standard_normal((r, k)) / np.sqrt(k)).astype(np.float16)  # noqa: E731
         self.host = [(mats(QKV, H), mats(H, Q), mats(2 * I, H), mats(H, I)) for _ in range(layers)]
-        self.W = [tuple(cupy.asarray(m) for m in ws) for ws in self.host]
+        self.dev = [tuple(cupy.asarray(m) for m in ws) for ws in self.host]
         self.x0h = rng.standard_normal(H).astype(np.float32)
         self.x0 = cupy.asarray(self.x0h)
-        sizes = [QKV, H, 2 * I, H] * layers
-        self.n_ops = len(sizes)
-        offs = np.concatenate([[0], np.cumsum([-(-s // 32) * 32 for s in sizes])])  # 128-byte aligned outputs
-        self.buf = cupy.zeros(int(offs[-1]) + self.n_ops, cupy.float32)  # outputs, then the counters
-        self.y = [self.buf[int(offs[i]):int(offs[i]) + s] for i, s in enumerate(sizes)]
-        self.done = self.buf[int(offs[-1]):].view(cupy.uint32)
-        table = []
-        for layer, (wq, wo, wgu, wd) in enumerate(self.W):
-            j = 4 * layer
-            xin = self.x0 if layer == 0 else self.y[j - 1]
-            for W, x, rows, k, ks, xform in ((wq, xin, QKV, H, H, 0), (wo, self.y[j], H, Q, Q, 0),
-                                             (wgu, self.y[j + 1], 2 * I, H, H, 0),
-                                             (wd, self.y[j + 2], H, I, I // SLICES, 1)):
-                table.append([W.data.ptr, x.data.ptr, 0, rows, k, ks, xform, 0])
-        for j, row in enumerate(table):
-            row[2] = self.y[j].data.ptr
-        self.ops = cupy.asarray(np.array(table, dtype=np.int64))
-        self.nbytes = sum(int(m.nbytes) for ws in self.W for m in ws)
+        self.nbytes = sum(int(m.nbytes) for ws in self.dev for m in ws)
 
     def reference(self) -> np.ndarray:
         """down's output of the last layer, float64 numpy."""
@@ -177,11 +257,45 @@ class Chain:
         return x
 
 
-def launches(cupy, K, fn, chain: Chain, grid: int, variant: str) -> list:
+class Chain:
+    """The chain's outputs and counters (zeroed each step, one buffer) and op table for kernel `kind`: "tasks"
+    (`chain`: down accumulates its 8 k-slices atomically into [H]) or "blocks" (`blocks`: down stores [8, H] partials,
+    the next qkv sums them)."""
+
+    def __init__(self, cupy, w: Weights, kind: str):
+        split = kind == "blocks"
+        layers = len(w.dev)
+        sizes = [QKV, H, 2 * I, H * (SLICES if split else 1)] * layers
+        self.n_ops = len(sizes)
+        offs = np.concatenate([[0], np.cumsum([-(-s // 32) * 32 for s in sizes])])  # 128-byte aligned outputs
+        self.buf = cupy.zeros(int(offs[-1]) + self.n_ops, cupy.float32)  # outputs, then the counters
+        self.y = [self.buf[int(offs[i]):int(offs[i]) + s] for i, s in enumerate(sizes)]
+        self.done = self.buf[int(offs[-1]):].view(cupy.uint32)
+        table = []
+        for layer, (wq, wo, wgu, wd) in enumerate(w.dev):
+            j = 4 * layer
+            xin = w.x0 if layer == 0 else self.y[j - 1]
+            qkv_in = (2, 1 if layer == 0 else SLICES) if split else (0, 0)  # (xform, parts)
+            for W, x, rows, k, ks, (xform, parts) in ((wq, xin, QKV, H, H, qkv_in), (wo, self.y[j], H, Q, Q, (0, 0)),
+                                                      (wgu, self.y[j + 1], 2 * I, H, H, (0, 0)),
+                                                      (wd, self.y[j + 2], H, I, I // SLICES, (1, 0))):
+                table.append([W.data.ptr, x.data.ptr, 0, rows, k, ks, xform, parts])
+        for j, row in enumerate(table):
+            row[2] = self.y[j].data.ptr
+        self.ops = cupy.asarray(np.array(table, dtype=np.int64))
+        self.split = split
+
+    def out(self) -> np.ndarray:
+        y = self.y[-1].get().astype(np.float64)
+        return y.reshape(SLICES, H).sum(0) if self.split else y
+
+
+def launches(K, fn, chain: Chain, grid: int, variant: str, shared: int = 0) -> list:
     """One step: the zero fill, then the chain as `variant` ("per-op", "per-op PDL", "persistent")."""
     zero = partial(chain.buf.fill, 0)
     mk = lambda a, b, pdl: K.Launch(f"chain[{a}:{b}]", fn, (grid, 1, 1), (256, 1, 1),  # noqa: E731
-                                    (K.ptr(chain.ops), np.int32(a), np.int32(b), K.ptr(chain.done)), 0, 0, pdl=pdl)
+                                    (K.ptr(chain.ops), np.int32(a), np.int32(b), K.ptr(chain.done)), shared, 0,
+                                    pdl=pdl)
     if variant == "persistent":
         return [zero, mk(0, chain.n_ops, False)]
     pdl = variant == "per-op PDL"
@@ -220,40 +334,51 @@ def main() -> None:
     from vlmdecode.native import kernels as K
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[f"chain<{NV},{RPT}>"])
-    fn = mod.get_function(f"chain<{NV},{RPT}>")
-    resident = K.resident_blocks(fn, 256, 0)
-    grids = sorted({resident, sms, 2 * sms} - {g for g in (2 * sms,) if g > resident})
+    names = {"tasks": f"chain<{NV},{RPT}>", "blocks PF1": f"blocks<{NV},{RPT},1>",
+             "blocks PF0": f"blocks<{NV},{RPT},0>"}
+    mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=list(names.values()))
+    fns = {kind: mod.get_function(n) for kind, n in names.items()}
+    shared = {kind: 0 if kind == "tasks" else 4 * H for kind in names}  # blocks: the widest k-slice of x
+    resident = {kind: K.resident_blocks(fn, 256, shared[kind]) for kind, fn in fns.items()}
+    # every block resident (the persistent variant waits on all of them); blocks: a multiple of down's 8 slices
+    mult = {kind: 1 if kind == "tasks" else SLICES for kind in names}
+    grids = {kind: sorted({c // mult[kind] * mult[kind] for c in (r, sms, 2 * sms) if c <= r})
+             for kind, r in resident.items()}
     variants = ("per-op", "per-op PDL", "persistent")
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of interleaved rounds; every step "
                                           "zeroes its outputs and counters first"),
-                 "registers": int(fn.num_regs), "resident_blocks": resident, "nv": NV, "rows_a_task": RPT,
-                 "check": {}, "layers": 26, "ms": {}}
-    small = Chain(cupy, 2, seed=1)
+                 "kernels": names, "registers": {kind: int(fn.num_regs) for kind, fn in fns.items()},
+                 "resident_blocks": resident, "grids": grids, "nv": NV, "rows_a_task": RPT, "check": {}, "layers": 26,
+                 "ms": {}}
+    small = Weights(cupy, 2, seed=1)
     ref = small.reference()
-    for grid in grids:
-        for v in variants:
-            graph_ms(cupy, launches(cupy, K, fn, small, grid, v), reps=1)
-            got = small.y[-1].get().astype(np.float64)
-            res["check"][f"{v} grid {grid}"] = float(np.abs(got - ref).max() / np.abs(ref).max())
-    print("max rel err vs float64:", res["check"], flush=True)
-    del small
-    ch = Chain(cupy, 26)
-    res["weight_bytes"] = ch.nbytes
+    for kind, fn in fns.items():
+        ch = Chain(cupy, small, kind.split()[0])
+        for grid in grids[kind]:
+            for v in variants:
+                graph_ms(cupy, launches(K, fn, ch, grid, v, shared[kind]), reps=1)
+                res["check"][f"{kind} {v} grid {grid}"] = float(np.abs(ch.out() - ref).max() / np.abs(ref).max())
+    print("max rel err vs float64:", max(res["check"].values()), flush=True)
+    del small, ch
+    w = Weights(cupy, 26)
+    res["weight_bytes"] = w.nbytes
     rd = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=["rd<4>"]).get_function("rd<4>")
     sink = cupy.zeros(1, cupy.uint32)
-    reads = [partial(rd, (sms * 8,), (256,), (m, np.int64(m.nbytes // 16), sink)) for ws in ch.W for m in ws]
-    steps = {f"{v} grid {g}": launches(cupy, K, fn, ch, g, v) for g in grids for v in variants}
-    steps["plain read, one launch a matrix"] = reads
+    steps = {"plain read, one launch a matrix": [partial(rd, (sms * 8,), (256,), (m, np.int64(m.nbytes // 16), sink))
+                                                 for ws in w.dev for m in ws]}
+    chains = {kind: Chain(cupy, w, kind.split()[0]) for kind in fns}
+    for kind, fn in fns.items():
+        for g in grids[kind]:
+            for v in variants:
+                steps[f"{kind} {v} grid {g}"] = launches(K, fn, chains[kind], g, v, shared[kind])
     times: dict = {n: [] for n in steps}
     for _ in range(5):  # interleaved rounds
         for n, s in steps.items():
             times[n] += graph_ms(cupy, s, reps=6)
     res["ms"] = {n: round(float(np.median(t)), 4) for n, t in times.items()}
-    res["tb_per_s"] = {n: round(ch.nbytes / (t * 1e-3) / 1e12, 3) for n, t in res["ms"].items()}
+    res["tb_per_s"] = {n: round(w.nbytes / (t * 1e-3) / 1e12, 3) for n, t in res["ms"].items()}
     print(sorted(res["ms"].items(), key=lambda kv: kv[1]), flush=True)
     write("h200_chain_probe.json", res)
-
 
 if __name__ == "__main__":
     main()
