@@ -39,11 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from h200_stream_probe import PROBE, provenance, write  # noqa: E402
 
-SRC = r"""
-#include <cuda_fp16.h>
-__device__ __forceinline__ float gelu_tanh(float x) {
-    return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
+from vlmdecode.native.cuda_src import common  # noqa: E402 - dot8, warp_sum, gelu_tanh
+
+SRC = common.CODE + r"""
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
     unsigned v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -200,20 +198,10 @@ __global__ void __launch_bounds__(256) blocks(const long long* __restrict__ ops,
 #pragma unroll
                 for (int v = 0; v < NV; ++v) {
                     const int col = (lane + 32 * v) * 8;
-                    if (col < ks) {
-                        const __half2* h = reinterpret_cast<const __half2*>(&w[i][v]);
-                        const float4 a = *reinterpret_cast<const float4*>(vec + col);
-                        const float4 b = *reinterpret_cast<const float4*>(vec + col + 4);
-                        const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
-                        const float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
-                        float t = f0.x * a.x;
-                        t = fmaf(f0.y, a.y, t); t = fmaf(f1.x, a.z, t); t = fmaf(f1.y, a.w, t);
-                        t = fmaf(f2.x, b.x, t); t = fmaf(f2.y, b.y, t); t = fmaf(f3.x, b.z, t); t = fmaf(f3.y, b.w, t);
-                        acc += t;
-                    }
+                    if (col < ks) acc += dot8(w[i][v], vec + col);
                 }
 #pragma unroll
-                for (int q = 16; q > 0; q >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, q);
+                acc = warp_sum(acc);
                 const int r = (g * nw + warp) * RPW + i;
                 if (lane == 0 && r < rows) y[(size_t)s * rows + r] = acc;
             }
@@ -302,34 +290,9 @@ def launches(K, fn, chain: Chain, grid: int, variant: str, shared: int = 0) -> l
     return [zero] + [mk(j, j + 1, pdl and j > 0) for j in range(chain.n_ops)]  # the first follows the fill
 
 
-def graph_ms(cupy, steps: list, reps: int = 10) -> list:
-    """Device ms per replay of `steps` (callables) captured in one graph; every replay timed (CUDA events)."""
-    for s in steps:
-        if hasattr(s, "prepare"):
-            s.prepare()
-    st = cupy.cuda.Stream(non_blocking=True)
-    with st:
-        for s in steps:
-            s()
-        st.begin_capture()
-        for s in steps:
-            s()
-        g = st.end_capture()
-        g.launch(st)
-        st.synchronize()
-        out = []
-        for _ in range(reps):
-            a, b = cupy.cuda.Event(), cupy.cuda.Event()
-            a.record(st)
-            g.launch(st)
-            b.record(st)
-            b.synchronize()
-            out.append(cupy.cuda.get_elapsed_time(a, b))
-    return out
-
-
 def main() -> None:
     import cupy
+    import h200_native as hn
 
     from vlmdecode.native import kernels as K
 
@@ -356,7 +319,7 @@ def main() -> None:
         ch = Chain(cupy, small, kind.split()[0])
         for grid in grids[kind]:
             for v in variants:
-                graph_ms(cupy, launches(K, fn, ch, grid, v, shared[kind]), reps=1)
+                hn.time_graph(launches(K, fn, ch, grid, v, shared[kind]), reps=1, pdl=None)
                 res["check"][f"{kind} {v} grid {grid}"] = float(np.abs(ch.out() - ref).max() / np.abs(ref).max())
     print("max rel err vs float64:", max(res["check"].values()), flush=True)
     del small, ch
@@ -374,7 +337,7 @@ def main() -> None:
     times: dict = {n: [] for n in steps}
     for _ in range(5):  # interleaved rounds
         for n, s in steps.items():
-            times[n] += graph_ms(cupy, s, reps=6)
+            times[n].append(hn.time_graph(s, reps=6, pdl=None) * len(s))  # ms a step
     res["ms"] = {n: round(float(np.median(t)), 4) for n, t in times.items()}
     res["tb_per_s"] = {n: round(w.nbytes / (t * 1e-3) / 1e12, 3) for n, t in res["ms"].items()}
     print(sorted(res["ms"].items(), key=lambda kv: kv[1]), flush=True)

@@ -28,18 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from h200_stream_probe import COPIES, METHOD, PROBE, provenance, timed, write  # noqa: E402
 
-SRC = r"""
-#include <cuda_fp16.h>
-__device__ __forceinline__ float dot8(const uint4 w, const float4 a, const float4 b) {
-    const __half2* h = reinterpret_cast<const __half2*>(&w);
-    const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
-    const float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
-    float s = f0.x * a.x;
-    s = fmaf(f0.y, a.y, s); s = fmaf(f1.x, a.z, s); s = fmaf(f1.y, a.w, s);
-    s = fmaf(f2.x, b.x, s); s = fmaf(f2.y, b.y, s); s = fmaf(f3.x, b.z, s); s = fmaf(f3.y, b.w, s);
-    return s;
-}
+from vlmdecode.native.cuda_src import common  # noqa: E402 - dot8, the step's 8-wide dot
 
+SRC = common.CODE + r"""
 // the register gemv's pattern (warp w of block b: rows (g * warps + w) * RPW + i, g = b, b + grid, ..; lane l loads
 // columns (l + 32 j) * 8 of its rows); split-K slice blockIdx.y; XR 1: the lane's x columns in registers
 template <int NV, int RPW, int XR>

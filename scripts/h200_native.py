@@ -346,11 +346,13 @@ def memory_gemma(generations=200):
 
 def time_graph(launches, reps=15, pdl=False):
     """Device ms per launch of `launches` captured back to back in one CUDA graph (median of reps replays);
-    pdl: every launch with programmatic dependent launch (native.pdl), as the decoder's step runs them."""
+    pdl: every launch with programmatic dependent launch (native.pdl), as the decoder's step runs them, or not;
+    None: each launch as it is set."""
     import cupy
 
     for launch in launches:
-        launch.pdl = pdl
+        if pdl is not None:
+            launch.pdl = pdl
 
     st = cupy.cuda.Stream(non_blocking=True)
     with st:

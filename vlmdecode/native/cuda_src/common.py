@@ -62,16 +62,19 @@ __device__ __forceinline__ float gelu_tanh(float x) {
     return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
-__device__ __forceinline__ float dot8(const uint4 w, const float* x) {
+// w's 8 halves . (a, b); the second form reads a, b from x (shared memory, 16-byte aligned)
+__device__ __forceinline__ float dot8(const uint4 w, const float4 a, const float4 b) {
     const __half2* h = reinterpret_cast<const __half2*>(&w);
-    const float4 a = *reinterpret_cast<const float4*>(x);
-    const float4 b = *reinterpret_cast<const float4*>(x + 4);
     const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
     const float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
     float s = f0.x * a.x;
     s = fmaf(f0.y, a.y, s); s = fmaf(f1.x, a.z, s); s = fmaf(f1.y, a.w, s);
     s = fmaf(f2.x, b.x, s); s = fmaf(f2.y, b.y, s); s = fmaf(f3.x, b.z, s); s = fmaf(f3.y, b.w, s);
     return s;
+}
+
+__device__ __forceinline__ float dot8(const uint4 w, const float* x) {
+    return dot8(w, *reinterpret_cast<const float4*>(x), *reinterpret_cast<const float4*>(x + 4));
 }
 
 #define FOLD_R 3  // float4 slots per thread of the register fold: n <= 12 x threads (1152 at >= 96 threads)
