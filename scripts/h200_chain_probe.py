@@ -13,6 +13,7 @@ gelu_tanh(gate) * up, in 8 k-slices]; the next layer's qkv reads down's output; 
   per-op PDL    one launch per GEMV with programmatic dependent launch: each launch's blocks issue their first
                 weights, then wait on the previous GEMV's counter (device-scope acquire)
   persistent    one launch for the whole chain, every block resident: the same waits, no kernel boundary
+and beside them the same chain through the decode step's own GEMV launches (with its folds, PDL).
 Two task codes, each run the three ways:
   tasks (`chain`)    2 rows x one k-slice a warp (16-byte loads, NV a lane), x read per task from L2, accumulated
                      with atomicAdd into zeroed outputs (h200_chain_probe_efce0a0.json: the first run, this kernel only)
@@ -290,6 +291,32 @@ def launches(K, fn, chain: Chain, grid: int, variant: str, shared: int = 0) -> l
     return [zero] + [mk(j, j + 1, pdl and j > 0) for j in range(chain.n_ops)]  # the first follows the fill
 
 
+def step_gemvs(cupy, K, w: Weights):
+    """The same chain through the decode step's own GEMV launches (native.kernels, Shapes() defaults, PDL): qkv and
+    gate|up fold their input as the step does (residual + RMSNorm, unit norm weights), down in its split-K slices.
+    Returns the launches and the buffers they use (kept alive by the caller)."""
+    sh = K.Shapes()
+    pfw = lambda wr: int(wr[2]) if len(wr) > 2 else 1  # noqa: E731
+    shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
+    nvh = K.loads_per_lane(H)
+    fns = K.compile_module({(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv)), (K.loads_per_lane(Q), sh.o[1], K.EPI_PLAIN,
+                            pfw(sh.o)), (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up)),
+                            (K.loads_per_lane(I // SLICES), sh.down[1], K.EPI_PLAIN, pfw(sh.down))}, set())
+    z = lambda n: cupy.zeros(n, cupy.float32)  # noqa: E731
+    Ra, Rb, qkv, o, m, dpart, ones = z(H), z(H), z(QKV), z(H), z(I), z(SLICES * H), cupy.ones(H, cupy.float32)
+    out = []
+    for layer, (wq, wo, wgu, wd) in enumerate(w.dev):
+        fold = dict(src=Ra, delta=dpart, delta_parts=SLICES, delta_w=ones) if layer else dict(src=w.x0)
+        out.append(K.gemv(fns, f"L{layer}.qkv", wq, QKV, H, y=qkv, resid_out=Rb, norm_w=ones, **fold, **shape(sh.qkv)))
+        out.append(K.gemv(fns, f"L{layer}.o", wo, H, Q, y=o, src=qkv[:Q], **shape(sh.o)))
+        out.append(K.gemv(fns, f"L{layer}.gate_up", wgu, I, H, epi=K.EPI_GELU, y=m, src=Rb, delta=o, delta_w=ones,
+                          resid_out=Ra, norm_w=ones, **shape(sh.gate_up)))
+        out.append(K.gemv(fns, f"L{layer}.down", wd, H, I // SLICES, splits=SLICES, y=dpart, src=m, **shape(sh.down)))
+    for launch in out:
+        launch.pdl = True
+    return out, (Ra, Rb, qkv, o, m, dpart, ones)
+
+
 def main() -> None:
     import cupy
     import h200_native as hn
@@ -330,6 +357,7 @@ def main() -> None:
     steps = {"plain read, one launch a matrix": [partial(rd, (sms * 8,), (256,), (m, np.int64(m.nbytes // 16), sink))
                                                  for ws in w.dev for m in ws]}
     chains = {kind: Chain(cupy, w, kind.split()[0]) for kind in fns}
+    steps["the step's GEMV launches (native.kernels), PDL"], keep = step_gemvs(cupy, K, w)
     for kind, fn in fns.items():
         for g in grids[kind]:
             for v in variants:
@@ -338,10 +366,12 @@ def main() -> None:
     for _ in range(5):  # interleaved rounds
         for n, s in steps.items():
             times[n].append(hn.time_graph(s, reps=6, pdl=None) * len(s))  # ms a step
+    del keep  # the step launches' buffers, alive until here
     res["ms"] = {n: round(float(np.median(t)), 4) for n, t in times.items()}
     res["tb_per_s"] = {n: round(w.nbytes / (t * 1e-3) / 1e12, 3) for n, t in res["ms"].items()}
     print(sorted(res["ms"].items(), key=lambda kv: kv[1]), flush=True)
     write("h200_chain_probe.json", res)
+
 
 if __name__ == "__main__":
     main()
