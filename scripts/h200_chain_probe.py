@@ -12,6 +12,8 @@ gelu_tanh(gate) * up, in 8 k-slices]; the next layer's qkv reads down's output; 
   per-op        one launch per GEMV, stream order
   per-op PDL    one launch per GEMV with programmatic dependent launch: each launch's blocks issue their first
                 weights, then wait on the previous GEMV's counter (device-scope acquire)
+  per-layer PDL one launch a layer (its four GEMVs persistent), PDL between layers: the one boundary a layer that
+                attention would leave in a persistent GEMV segment
   persistent    one launch for the whole chain, every block resident: the same waits, no kernel boundary
 and beside them the same chain through the decode step's own GEMV launches (with its folds, PDL).
 Two task codes, each run the three ways:
@@ -280,13 +282,15 @@ class Chain:
 
 
 def launches(K, fn, chain: Chain, grid: int, variant: str, shared: int = 0) -> list:
-    """One step: the zero fill, then the chain as `variant` ("per-op", "per-op PDL", "persistent")."""
+    """One step: the zero fill, then the chain as `variant` ("per-op", "per-op PDL", "per-layer PDL", "persistent")."""
     zero = partial(chain.buf.fill, 0)
     mk = lambda a, b, pdl: K.Launch(f"chain[{a}:{b}]", fn, (grid, 1, 1), (256, 1, 1),  # noqa: E731
                                     (K.ptr(chain.ops), np.int32(a), np.int32(b), K.ptr(chain.done)), shared, 0,
                                     pdl=pdl)
     if variant == "persistent":
         return [zero, mk(0, chain.n_ops, False)]
+    if variant == "per-layer PDL":  # a layer's four GEMVs a launch: the boundary attention would leave in a layer
+        return [zero] + [mk(j, j + 4, j > 0) for j in range(0, chain.n_ops, 4)]
     pdl = variant == "per-op PDL"
     return [zero] + [mk(j, j + 1, pdl and j > 0) for j in range(chain.n_ops)]  # the first follows the fill
 
@@ -334,7 +338,7 @@ def main() -> None:
     mult = {kind: 1 if kind == "tasks" else SLICES for kind in names}
     grids = {kind: sorted({c // mult[kind] * mult[kind] for c in (r, sms, 2 * sms) if c <= r})
              for kind, r in resident.items()}
-    variants = ("per-op", "per-op PDL", "persistent")
+    variants = ("per-op", "per-op PDL", "per-layer PDL", "persistent")
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of interleaved rounds; every step "
                                           "zeroes its outputs and counters first"),
                  "kernels": names, "registers": {kind: int(fn.num_regs) for kind, fn in fns.items()},
