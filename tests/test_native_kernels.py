@@ -96,6 +96,26 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_stamped_source_compiles_and_only_with_the_define(tmp_path):
+    """-DVLM_STAMPS (scripts/h200_native_timeline.py) adds a last `stamps` parameter to gemv and attention_cl and
+    reads %globaltimer; without the define no kernel reads the timer."""
+    sig = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
+           "const float*,float,float*,__half*,float,float*,long long*,const long long*,const int*")
+    att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
+           "__half*,__half*,int,int,float,float,int,float*,int*,float*")
+    for define, extra in ((True, ",unsigned long long*"), (False, "")):
+        inst = [f"template __global__ void gemv<5,2,1,0>({sig}{extra});",
+                f"template __global__ void attention_cl<256,4,8,16,4>({att}{extra});"]
+        src = tmp_path / f"stamped{int(define)}.cu"
+        src.write_text(SOURCE + "\n".join(inst) + "\n")
+        ptx = tmp_path / f"k{int(define)}.ptx"
+        cmd = ["nvcc", "--ptx", "-arch=sm_90", "-o", str(ptx), str(src)] + (["-DVLM_STAMPS"] if define else [])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert ("%globaltimer" in ptx.read_text()) == define
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
 def test_prefill_source_compiles_for_sm90_without_spills(tmp_path):
     from vlmdecode.native.cuda_src import common, prefill
 

@@ -28,7 +28,8 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     const long long* pos,                                          // [1]: this token's position t
     __half* K, __half* V, const int cap,                           // [nkv, cap, HD]: position p at row p % cap
     const int window, const float scale, const float softcap, const int chunk,  // window 0: all keys; chunk unused
-    float* part, int* counter, float* out)                         // counter [nkv]: 0 between launches
+    float* part, int* counter, float* out                          // counter [nkv]: 0 between launches
+    STAMP_PARAM)
 {
     constexpr int VPL = HD >= 256 ? HD / 256 : 1;  // uint4 per lane per key
     constexpr int LPK = HD / (8 * VPL);            // lanes per key (a sub-group)
@@ -71,6 +72,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     const size_t base = (size_t)g * cap * HD;
     const int row0 = lo % cap + slot;  // position p sits at row p mod cap (the identity while t < cap)
     const size_t lane0 = base + l * 8;
+    STAMP(0);
     pdl_trigger();
     cluster_arrive_relaxed();  // this block has started (waited on before the first remote store, step 4)
     // 0. the first batch of cached keys and values (earlier positions), norm weights and rotary at t
@@ -92,6 +94,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         if (k_norm != NULL && tail) { ld8(k_norm + dd[v], kw + 8 * v); ld8(k_norm + dp[v], kwp + 8 * v); }
     }
     pdl_wait();  // qkv is the previous kernel's output
+    STAMP(1);
     const float* qkv;  // its address only from here on: no load of it can be scheduled above the wait
     asm volatile("mov.b64 %0, %1;" : "=l"(qkv) : "l"(qkv_in) : "memory");
     // 1. q heads (and k in the warp holding key t): RMSNorm (sum over the sub-group), half-split rotary with
@@ -357,12 +360,12 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
             __threadfence();
         }
     }
-    if (ncl == 1) return;
+    if (ncl == 1) { STAMP_END(); return; }
     // 6. the last block of this KV head to finish combines the ncl cluster partials, resets the counter
     __syncthreads();
     if (tid == 0) last = atomicAdd(counter + g, 1) == (int)gridDim.x - 1;
     __syncthreads();
-    if (!last) return;
+    if (!last) { STAMP_END(); return; }
     __threadfence();
     for (int f = tid; f < Q4; f += NW * 32) {  // one pass, online max: 8 partials' loads in flight at once
         const int h = f / (HD / 4), d4 = f % (HD / 4);
@@ -384,6 +387,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         reinterpret_cast<float4*>(out)[g * Q4 + f] = make_float4(o.x * r, o.y * r, o.z * r, o.w * r);
     }
     if (tid == 0) counter[g] = 0;
+    STAMP_END();
 }
 
 """

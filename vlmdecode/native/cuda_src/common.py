@@ -31,6 +31,26 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// Timeline stamps (scripts/h200_native_timeline.py compiles with -DVLM_STAMPS; empty otherwise): a kernel
+// that takes STAMP_PARAM (its last parameter) records %globaltimer per block at its start (0), after pdl_wait
+// (1) and at its end (2, after a block barrier) into stamps[block * 3 + i].
+#ifdef VLM_STAMPS
+#define STAMP_PARAM , unsigned long long* stamps
+__device__ __forceinline__ void stamp_at(unsigned long long* s, const int i) {
+    if (threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
+        s[((size_t)blockIdx.y * gridDim.x + blockIdx.x) * 3 + i] = t;
+    }
+}
+#define STAMP(i) stamp_at(stamps, i)
+#define STAMP_END() do { __syncthreads(); stamp_at(stamps, 2); } while (0)
+#else
+#define STAMP_PARAM
+#define STAMP(i)
+#define STAMP_END()
+#endif
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);

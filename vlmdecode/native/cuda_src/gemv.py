@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(256) gemv(
     float* resid_out, const float* norm_w, const float eps,
     float* y,                                      // PLAIN [gridDim.y, n_rows]; GELU [n_rows]
     __half* logits, const float softcap, float* part_v, long long* part_i,  // HEAD
-    const long long* suppress, const int* n_suppress)  // HEAD: ids the argmax skips ([n_suppress[0]], or NULL)
+    const long long* suppress, const int* n_suppress  // HEAD: ids the argmax skips ([n_suppress[0]], or NULL)
+    STAMP_PARAM)
 {
     extern __shared__ float vec[];
     __shared__ float red[32];
@@ -61,9 +62,11 @@ __global__ void __launch_bounds__(256) gemv(
     uint4 w[RPW][NV];
     int g = blockIdx.x;
     warp_rows<RPW, EPI>(row, g, n_rows);
+    STAMP(0);
     pdl_trigger();
     if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
+    STAMP(1);
     form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
                 delta, delta_parts, delta_w, resid_out, norm_w, eps);
     float bv = -INF_F;
@@ -136,6 +139,7 @@ __global__ void __launch_bounds__(256) gemv(
             part_i[blockIdx.x] = ia;
         }
     }
+    STAMP_END();
 }
 
 """

@@ -1,0 +1,152 @@
+"""H200: the timeline of one replayed native step (issue 16: where inside the step the time goes, PDL overlap
+included): the gemma3-1b step (fused-cuda, context 1024, KV capacity 1072, default Shapes) rebuilt from the
+decoder's own launches on a module compiled with -DVLM_STAMPS, so that every block of every GEMV and attention
+launch records %globaltimer at its start, after `pdl_wait` and at its end (`cuda_src.common` STAMP; without
+the define the kernels compile to the same cubin). Captured as one graph and replayed back to back; the stamps
+of the last of 10 replays are read, 7 times.
+
+Per launch (times relative to the first block of the step's first launch): first / last block start, first /
+median / last wait release, last end. Per kernel class over layers 1-24 (medians): `lead` (first start minus
+the predecessor's last end: negative = resident before it finished; `lead2`: the same against the launch
+two back, i.e. whether PDL lets a kernel in before its predecessor's predecessor ends), `release` (first
+wait release minus the predecessor's last end: the dependency's latency), `body` (last end minus first
+release), `span` (last end minus the predecessor's last end: the class's share of the step; the spans sum to
+the step).
+The stamped graph's replay time beside the decoder's own graph says how much the stamps perturb.
+Writes $OUT/h200_native_timeline.json.
+Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import h200_native as hn  # noqa: E402  (fixtures, provenance; nothing runs at import)
+from h200_native_ablate import kind, timed  # noqa: E402  (class of a launch name, graph replay timer)
+
+
+def stamped_launches(dec, stamps):
+    """The decoder's step launches on a -DVLM_STAMPS module, each with its slice of `stamps` as last argument;
+    returns (launches, block offsets)."""
+    import cupy
+
+    from vlmdecode.native import kernels as K
+    from vlmdecode.native.kernels_src import SOURCE
+
+    names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
+    used = sorted({names[id(b.fn)] for b in dec.body})
+    mod = cupy.RawModule(code=SOURCE, options=("-std=c++17", "-DVLM_STAMPS"), name_expressions=used)
+    fns = {n: mod.get_function(n) for n in used}
+    launches, offsets, off = [], [], 0
+    for b in dec.body:
+        name = names[id(b.fn)]
+        fn = fns[name]
+        if b.shared > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = b.shared
+        if name.startswith("attention_cl") and int(name.split(",")[3]) > 8:
+            K._allow_large_clusters(fn)
+        arg = np.uint64(stamps.data.ptr + off * 3 * 8)
+        launch = K.Launch(b.name, fn, b.grid, b.block, b.args + (arg,), b.shared, b.nbytes, pdl=b.pdl)
+        launch.prepare()
+        launches.append(launch)
+        offsets.append(off)
+        off += int(np.prod(b.grid))
+    return launches, offsets + [off]
+
+
+def per_launch(raw, offsets, names):
+    """Rows of start / wait / end statistics (ns, relative to the step's first stamp) per launch."""
+    t0 = raw[offsets[0]:offsets[1], 0].min()
+    rows = []
+    for i, name in enumerate(names):
+        s = raw[offsets[i]:offsets[i + 1]].astype(np.int64) - int(t0)
+        rows.append({"launch": name, "blocks": int(len(s)), "start_first": int(s[:, 0].min()),
+                     "start_last": int(s[:, 0].max()), "wait_first": int(s[:, 1].min()),
+                     "wait_median": int(np.median(s[:, 1])), "wait_last": int(s[:, 1].max()),
+                     "end_last": int(s[:, 2].max())})
+    return rows
+
+
+def classes(rows, layers):
+    """Medians per kernel class over layers 1 .. layers - 2 of lead / release / body / span (us)."""
+    out: dict = {}
+    for i in range(1, len(rows)):
+        name, prev = rows[i]["launch"], rows[i - 1]
+        if "." in name and not 1 <= int(name[1:name.index(".")]) <= layers - 2:
+            continue
+        r = rows[i]
+        d = out.setdefault(kind(name), {"lead": [], "lead2": [], "release": [], "body": [], "span": []})
+        d["lead"].append(r["start_first"] - prev["end_last"])
+        if i > 1:
+            d["lead2"].append(r["start_first"] - rows[i - 2]["end_last"])
+        d["release"].append(r["wait_first"] - prev["end_last"])
+        d["body"].append(r["end_last"] - r["wait_first"])
+        d["span"].append(r["end_last"] - prev["end_last"])
+    return {c: {k: float(np.median(v)) / 1e3 for k, v in d.items() if v} for c, d in out.items()}
+
+
+def main(samples: int = 7, back_to_back: int = 10) -> None:
+    import cupy
+
+    from vlmdecode.native import kernels as K
+    from vlmdecode.profiling import prompt_ids
+
+    hn.provenance()
+    res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
+           "context": hn.CONTEXT, "kv_capacity": hn.CAPACITY}
+    pipe = hn.gemma_native()
+    dec = pipe.decoder
+    x = pipe.embed(prompt_ids(hn.CONTEXT), None)
+    dec.prepare_timing(x)
+    res["shapes"], res["pdl"] = str(dec.shapes), dec.pdl
+    total = sum(int(np.prod(b.grid)) for b in dec.body)
+    stamps = cupy.zeros(total * 3, cupy.uint64)
+    launches, offsets = stamped_launches(dec, stamps)
+    graph = K.capture(dec.stream, lambda: [launch() for launch in launches])
+    with dec.stream:  # the stamped step computes what the decoder's own step does
+        dec.graph(False).launch(dec.stream)
+        ref = cupy.asnumpy(dec.logits).astype(np.float64)
+        graph.launch(dec.stream)
+        got = cupy.asnumpy(dec.logits).astype(np.float64)
+    res["stamped_vs_decoder_graph_max_abs"] = float(np.abs(got - ref).max())
+    plain, stamped = [], []
+    for _ in range(5):
+        plain.append(timed(dec, dec.graph(False)))
+        stamped.append(timed(dec, graph))
+    res["replay_ms_median"] = {"decoder graph": float(np.median(plain)), "stamped graph": float(np.median(stamped))}
+    names = [b.name for b in dec.body]
+    samples_rows = []
+    for _ in range(samples):
+        with dec.stream:
+            for _ in range(back_to_back):
+                graph.launch(dec.stream)
+        dec.stream.synchronize()
+        raw = cupy.asnumpy(stamps).reshape(-1, 3)
+        samples_rows.append(per_launch(raw, offsets, names))
+    ticks = np.diff(np.unique(raw.astype(np.int64)))
+    res["timer_min_tick_ns"] = int(ticks[ticks > 0].min()) if (ticks > 0).any() else None
+    keys = [k for k in samples_rows[0][0] if k not in ("launch", "blocks")]
+    rows = [{"launch": r["launch"], "blocks": r["blocks"],
+             **{k: float(np.median([s[i][k] for s in samples_rows])) for k in keys}}
+            for i, r in enumerate(samples_rows[0])]
+    res["launches"] = rows
+    res["step_us"] = rows[-1]["end_last"] / 1e3
+    layers = len(dec.layers)
+    res["classes_us"] = classes(rows, layers)
+    res["classes_us_by_sample"] = [classes(s, layers) for s in samples_rows]
+    print(json.dumps({k: res[k] for k in ("replay_ms_median", "stamped_vs_decoder_graph_max_abs",
+                                          "timer_min_tick_ns", "step_us", "classes_us")}, indent=1), flush=True)
+    for r in rows[:12] + rows[-3:]:
+        print(r, flush=True)
+    hn.OUT.mkdir(parents=True, exist_ok=True)
+    (hn.OUT / "h200_native_timeline.json").write_text(json.dumps(res, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
