@@ -13,8 +13,9 @@ wait release minus the predecessor's last end: the dependency's latency), `body`
 release), `span` (last end minus the predecessor's last end: the class's share of the step; the spans sum to
 the step).
 The stamped graph's replay time beside the decoder's own graph says how much the stamps perturb.
-Writes $OUT/h200_native_timeline.json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py
+--shapes JSON: Shapes overrides for the step (e.g. '{"gate_up": [8, 2, 5]}'); the file name then gains a tag.
+Writes $OUT/h200_native_timeline[_TAG].json.
+Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py [--shapes JSON --tag TAG]
 """
 
 from __future__ import annotations
@@ -102,6 +103,12 @@ def main(samples: int = 7, back_to_back: int = 10) -> None:
            "context": hn.CONTEXT, "kv_capacity": hn.CAPACITY}
     pipe = hn.gemma_native()
     dec = pipe.decoder
+    if "--shapes" in sys.argv:
+        from vlmdecode.native.kernels import Shapes
+
+        over = {k: tuple(v) if isinstance(v, list) else v
+                for k, v in json.loads(sys.argv[sys.argv.index("--shapes") + 1]).items()}
+        dec.rebuild(Shapes(**{**dec.shapes.__dict__, **over}))
     x = pipe.embed(prompt_ids(hn.CONTEXT), None)
     dec.prepare_timing(x)
     res["shapes"], res["pdl"] = str(dec.shapes), dec.pdl
@@ -145,7 +152,8 @@ def main(samples: int = 7, back_to_back: int = 10) -> None:
     for r in rows[:12] + rows[-3:]:
         print(r, flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)
-    (hn.OUT / "h200_native_timeline.json").write_text(json.dumps(res, indent=2, default=str))
+    tag = "_" + sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else ""
+    (hn.OUT / f"h200_native_timeline{tag}.json").write_text(json.dumps(res, indent=2, default=str))
 
 
 if __name__ == "__main__":
