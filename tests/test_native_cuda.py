@@ -463,10 +463,12 @@ CL = dict(attn_batch=8, attn_cluster=16, attn_clusters=1, attn_threads=128)  # a
 CHUNKED = dict(attn_batch=0, attn_threads=256)  # the chunked attention kernel at its fastest measured shape
 
 
-def test_default_attention_is_cluster():
+def test_default_attention_is_cluster(folders):
     from vlmdecode.native import kernels as NK
 
     assert all(getattr(NK.Shapes(), k) == v for k, v in CL.items())
+    r = vlmdecode.load(folders["fusedcuda16"], "cuda", "native", max_length=64)  # the decoder picks by head dim
+    assert r.decoder.shapes == NK.Shapes.for_head_dim(r.decoder.plan.head_dim)
 
 
 @pytest.mark.parametrize("attention", ["chunked", "cl"])

@@ -58,6 +58,11 @@ def test_cluster_attention_geometry():
                               256) == 8
     assert K.attention_blocks(K.Shapes(attn_batch=0, attn_threads=256), 1072, 512, 256) == 32
     assert K.attention_blocks(K.Shapes(), 1072, 512, 256) == 16  # the default: one cluster of 16 a KV head
+    # head_dim 256 (a sub-group = a warp): 8 warps, batches of 4; smaller head dims: the class defaults
+    assert K.Shapes.for_head_dim(256) == K.Shapes(attn_threads=256, attn_batch=4)
+    assert K.Shapes.for_head_dim(512) == K.Shapes(attn_threads=256, attn_batch=4)
+    assert K.Shapes.for_head_dim(64) == K.Shapes.for_head_dim(16) == K.Shapes()
+    assert K.attention_blocks(K.Shapes.for_head_dim(256), 1072, 512, 256) == 16
     for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=512)):
         with pytest.raises(K.KernelShapeError):
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
@@ -101,7 +106,7 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
              ((5, 2, 1, 3), (5, 2, 1, 6), (5, 2, 0, 4))]  # row groups staged in shared memory
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
-          (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4))
+          (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4), (256, 4, 4, 16, 8))
     inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});" for d, g, kb, c, nw in cl]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
@@ -109,7 +114,7 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 29, r.stderr[-3000:]  # 18 gemv, 2 attention, 8 attention_cl, advance
+    assert len(fns) == 30, r.stderr[-3000:]  # 18 gemv, 2 attention, 9 attention_cl, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
 
