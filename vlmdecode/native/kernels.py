@@ -56,8 +56,8 @@ class Shapes:
         """The decoder's defaults for a model of this head dim. At head_dim >= 256 a sub-group of attention_cl is a
         whole warp (`attention_layout`), so 4 warps a block hold only 4 key rows at once: 8 warps and batches of 4
         keys (128 sub-groups a cluster of 16, gemma3-1b's 512-key window once over) replay its step 2% faster than
-        the class defaults, measured side by side (h200_native_attn_shapes.json). Smaller head dims keep the
-        class defaults (tiny's step is 15% slower at 256 threads, h200_native_launch.json)."""
+        the class defaults, measured side by side (h200_native_attn_shapes_d8128b3.json). Smaller head dims keep the
+        class defaults (tiny's step is 15% slower at 256 threads, h200_native_launch_d8128b3.json)."""
         if attention_layout(head_dim)[1] == 32:
             return cls(attn_threads=256, attn_batch=4)
         return cls()
