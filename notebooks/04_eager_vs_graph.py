@@ -257,6 +257,27 @@ plots.plot_read_rates(rates)
 plt.show()
 
 # %% [markdown]
+# Inside one replayed native step (`data/results/h200_native_timeline_c1a7f57.json`,
+# `scripts/h200_native_timeline.py`): every block of every launch stamped the GPU clock when it became resident,
+# when its `pdl_wait` let it go and when it finished. Pale bars are launches resident early and waiting on their
+# predecessor (what programmatic dependent launch buys); solid bars are running. Look at attention (red): it is the
+# one launch that does not start before its predecessor ends, and it runs on 16 SMs while the rest wait. The right
+# panel is each class's share of a layer.
+
+# %%
+TIMELINE_LAYERS = (1, 2)  # which layers' launches to draw (0 .. 25 for gemma3-1b)
+
+# %%
+timeline = results_native.step_timeline()
+print("source:", timeline.attrs["source"], "| step", timeline.attrs["step_us"], "us | replayed",
+      timeline.attrs["replay_ms"])
+display(pd.DataFrame(timeline.attrs["classes"]).T.round(2))
+
+# %%
+plots.plot_step_timeline(timeline, layers=TIMELINE_LAYERS)
+plt.show()
+
+# %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot; a failing run shows its error
 # as one line under the button. On CPU only the tiny preset and the resident mode exist; with a GPU, cuda

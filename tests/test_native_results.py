@@ -237,6 +237,47 @@ def test_read_rates_without_the_probe_is_empty(tmp_path):
     assert "no data" in P.plot_read_rates(t).axes[0].texts[0].get_text()
 
 
+def _timeline(path):
+    launches = []
+    t = 0
+    for layer in range(4):
+        for cls, (lead, wait, body) in {"qkv": (-2, 0.4, 3), "attn": (0.6, 0.2, 6), "o": (-5, 0.3, 1.3),
+                                         "gate_up": (-6, 0.4, 11), "down": (-3, 0.5, 5)}.items():
+            launches.append({"launch": f"L{layer}.{cls}", "blocks": 16, "start_first": int((t + lead) * 1e3),
+                             "start_last": 0, "wait_first": int((t + wait) * 1e3), "wait_median": 0, "wait_last": 0,
+                             "end_last": int((t + wait + body) * 1e3)})
+            t += wait + body
+    launches.append({"launch": "head", "blocks": 396, "start_first": int((t - 2) * 1e3), "start_last": 0,
+                     "wait_first": int((t + 0.4) * 1e3), "wait_median": 0, "wait_last": 0,
+                     "end_last": int((t + 140) * 1e3)})
+    classes = {"qkv": {"lead": -2, "release": 0.4, "body": 3, "span": 3.4}, "head": {"lead": -2, "release": 0.4,
+                                                                                      "body": 140, "span": 140.4}}
+    path.write_text(json.dumps({"provenance": {}, "launches": launches, "step_us": t + 140, "shapes": "Shapes()",
+                                "replay_ms_median": {"decoder graph": 0.2, "stamped graph": 0.2},
+                                "classes_us": classes}))
+
+
+def test_step_timeline_reads_launches_and_classes(tmp_path):
+    _timeline(tmp_path / R.TIMELINE_FILE)
+    t = R.step_timeline(tmp_path)
+    assert len(t) == 21 and t.attrs["source"] == R.TIMELINE_FILE and t.attrs["classes"]["qkv"]["span"] == 3.4
+    head = t[t["class"] == "head"].iloc[0]
+    assert head["layer"] == -1 and head["blocks"] == 396
+    a = t[t["launch"] == "L1.attn"].iloc[0]
+    assert a["layer"] == 1 and a["class"] == "attn" and a["end_us"] - a["wait_us"] == pytest.approx(6, abs=1e-3)
+    fig = P.plot_step_timeline(t, layers=(1, 2))
+    ax, bx = fig.axes[:2]
+    assert len(ax.patches) == 2 * 10  # a pale and a solid bar for each of the two layers' 5 launches
+    assert [x.get_text() for x in ax.get_yticklabels()][:2] == ["L1.qkv", "L1.attn"]
+    assert [x.get_text() for x in bx.get_yticklabels()] == ["qkv"]  # the head is not a layer's class
+
+
+def test_step_timeline_without_the_file_is_empty(tmp_path):
+    t = R.step_timeline(tmp_path)
+    assert t.empty and t.attrs["source"] == ""
+    assert "no data" in P.plot_step_timeline(t).axes[0].texts[0].get_text()
+
+
 def test_h200_native_parts_selection(ncu_script):
     hn = ncu_script.h200_native
     assert hn.selected_parts(["x"]) is None  # the default run

@@ -10,6 +10,9 @@
     plot_recorded_cpu_latency(df)         recorded CPU ms per step vs context, one line per mode
     plot_launch_floor(df)                 replayed-graph time vs kernel count, with the fitted slope
     plot_step_groups(df)                  one decode step's kernel time by group, native vs onnxruntime, + floor
+    plot_read_rates(df)                   one kernel reading each projection: µs per reader, labelled TB/s
+    plot_step_timeline(df)                the replayed native step launch by launch over two layers (resident /
+                                          running bars) and each kernel class's span of a layer
     plot_step_times(ms)                   per-step time of one generation
     plot_ttft_phases(df)                  time to first token by phase and mode, ours beside genai's
     plot_kv_per_layer(df)                 KV bytes allocated per layer, windowed vs full (explore.exported)
@@ -357,6 +360,44 @@ def plot_read_rates(df: pd.DataFrame, title: str = "one kernel reading each proj
     ax.set_xlabel("µs per launch (weights past the L2)")
     ax.set_title(title)
     fig.legend(loc="outside right upper", fontsize=7)
+    return fig
+
+
+TIMELINE_COLORS = {"qkv": "tab:blue", "attn": "tab:red", "o": "tab:cyan", "gate_up": "tab:green", "down": "tab:olive",
+                   "head": "tab:purple"}
+
+
+def plot_step_timeline(df: pd.DataFrame, layers=(1, 2), title: str = "inside one replayed native step (H200)"):
+    """df: explore.results_native.step_timeline. Left: the launches of `layers`, one row each (first launch at
+    the top), a pale bar while its first blocks are resident and waiting (start to first wait release) and a
+    solid bar while it runs (release to last block's end), µs from the first of them. Right: each class's span
+    of a layer (attrs["classes"]) split into release (the dependency's latency) and body."""
+    fig, (ax, bx) = _fig((10, 3.8), ncols=2)
+    fig.set_layout_engine("constrained")
+    part = df[df["layer"].isin(layers)] if not df.empty else df
+    if part.empty:
+        _empty(fig, bx, "recorded timeline", "span of a layer by class")
+        return _empty(fig, ax, "recorded timeline", title)
+    t0 = part["start_us"].min()
+    for i, r in enumerate(part.to_dict("records")):
+        c = TIMELINE_COLORS.get(r["class"], "tab:gray")
+        ax.barh(i, r["wait_us"] - r["start_us"], left=r["start_us"] - t0, color=c, alpha=0.3, height=0.7)
+        ax.barh(i, r["end_us"] - r["wait_us"], left=r["wait_us"] - t0, color=c, height=0.7)
+    ax.set_yticks(range(len(part)), list(part["launch"]))
+    ax.invert_yaxis()
+    ax.set_xlabel("µs (pale: resident, waiting on its predecessor; solid: running)")
+    ax.set_title(title)
+    classes = df.attrs.get("classes", {})
+    names = [c for c in TIMELINE_COLORS if c in classes and c != "head"]
+    for i, c in enumerate(names):
+        rel, body = classes[c]["release"], classes[c]["body"]
+        bx.barh(i, rel, color=TIMELINE_COLORS[c], alpha=0.3)
+        bx.barh(i, body, left=rel, color=TIMELINE_COLORS[c])
+        bx.text(rel + body, i, f" {classes[c]['span']:.1f}", va="center", fontsize=7)
+    bx.set_yticks(range(len(names)), names)
+    bx.invert_yaxis()
+    bx.set_xlabel("µs a layer (pale: release after the predecessor; solid: body)")
+    bx.set_title("span of a layer by class (layers 1 .. L-2, medians)")
     return fig
 
 

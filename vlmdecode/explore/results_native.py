@@ -9,6 +9,9 @@
     read_rates(root=None)      one kernel reading each of gemma3-1b's projection matrices (h200_stream_probe*.json):
                                the best plain streaming read, the copy engine alone, the register GEMV, the streaming
                                GEMV of branch gemv-st; µs and TB/s per projection and reader
+    step_timeline(root=None)   the replayed native step's timeline (TIMELINE_FILE, scripts/h200_native_timeline.py):
+                               per launch its first block's start, first wait release and last end (µs); per kernel
+                               class its lead, release, body and span in attrs["classes"]
 
 Sources, first found wins: `h200_native_ncu_gemma3-1b.json` (scripts/h200_native_ncu.py: both steps under
 Nsight Compute in one run at one KV capacity, caches and clocks as found, plus both replayed steps and the
@@ -187,4 +190,33 @@ def read_rates(root=None) -> pd.DataFrame:
                          "us": mine[key]["us"], "TB/s": mine[key]["tb_s"]})
     t = pd.DataFrame(rows, columns=cols)
     t.attrs["source"] = PROBE_FILE + (f" + {PROBE_BRANCH_FILE}" if branch is not None else "")
+    return t
+
+
+TIMELINE_FILE = "h200_native_timeline_c1a7f57.json"
+TIMELINE_COLUMNS = ["launch", "layer", "class", "blocks", "start_us", "wait_us", "end_us"]
+
+
+def step_timeline(root=None, name: str = TIMELINE_FILE) -> pd.DataFrame:
+    """One replayed native step launch by launch (every block stamps the GPU clock at its start, after
+    pdl_wait and at its end; medians of 7 replays): start_us (first block resident), wait_us (first block
+    past pdl_wait: its predecessor is done), end_us (last block done), from the step's first stamp. layer:
+    the launch's layer (-1: the LM head); class: qkv, attn, o, gate_up, down, head. attrs: source, step_us,
+    replay_ms (decoder's graph and the stamped one), shapes, and classes (per class, layers 1 .. L-2: lead =
+    start minus the predecessor's end, release = wait minus the predecessor's end, body = end minus wait,
+    span = end minus the predecessor's end, µs). Empty without the file."""
+    data = _recorded_json(results_dir(root) / name, name)
+    if data is None:
+        t = pd.DataFrame(columns=TIMELINE_COLUMNS)
+        t.attrs.update(source="", step_us=float("nan"), replay_ms={}, shapes="", classes={})
+        return t
+    rows = []
+    for r in data["launches"]:
+        layer, _, cls = r["launch"].partition(".")
+        rows.append({"launch": r["launch"], "layer": int(layer[1:]) if cls else -1, "class": cls or layer,
+                     "blocks": r["blocks"], "start_us": r["start_first"] / 1e3, "wait_us": r["wait_first"] / 1e3,
+                     "end_us": r["end_last"] / 1e3})
+    t = pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
+    t.attrs.update(source=name, step_us=float(data["step_us"]), replay_ms=data["replay_ms_median"],
+                   shapes=data["shapes"], classes=data["classes_us"])
     return t
