@@ -12,7 +12,10 @@ two back, i.e. whether PDL lets a kernel in before its predecessor's predecessor
 wait release minus the predecessor's last end: the dependency's latency), `body` (last end minus first
 release), `span` (last end minus the predecessor's last end: the class's share of the step; the spans sum to
 the step).
-The stamped graph's replay time beside the decoder's own graph says how much the stamps perturb.
+attention_cl also stamps its phases (slots 3-6: q/k norm + rotary + append, the keys, the block's partial in shared
+memory, the cluster exchange; PHASES), reported per attention launch and over local / global layers (thread 0's
+view of each block, medians). The stamped graph's replay time beside the decoder's own graph says how much the
+stamps perturb.
 --shapes JSON: Shapes overrides for the step (e.g. '{"gate_up": [8, 2, 5]}'); the file name then gains a tag.
 Writes $OUT/h200_native_timeline[_TAG].json.
 Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py [--shapes JSON --tag TAG]
@@ -29,6 +32,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import h200_native as hn  # noqa: E402  (fixtures, provenance; nothing runs at import)
+
+SLOTS = 8  # stamps a block (cuda_src.common STAMP_SLOTS): start, after pdl_wait, end, attention_cl's phases 3-6
+PHASES = {3: "q/k norm, rotary, append", 4: "keys (batches + key t)", 5: "block partial in shared memory",
+          6: "cluster exchange (wait + barrier)", 2: "combine + write"}  # slot -> phase ending there
 from h200_native_ablate import kind, timed  # noqa: E402  (class of a launch name, graph replay timer)
 
 
@@ -52,7 +59,7 @@ def stamped_launches(dec, stamps):
             fn.max_dynamic_shared_size_bytes = b.shared
         if name.startswith("attention_cl") and int(name.split(",")[3]) > 8:
             K._allow_large_clusters(fn)
-        arg = np.uint64(stamps.data.ptr + off * 3 * 8)
+        arg = np.uint64(stamps.data.ptr + off * SLOTS * 8)
         launch = K.Launch(b.name, fn, b.grid, b.block, b.args + (arg,), b.shared, b.nbytes, pdl=b.pdl)
         launch.prepare()
         launches.append(launch)
@@ -72,6 +79,22 @@ def per_launch(raw, offsets, names):
                      "wait_median": int(np.median(s[:, 1])), "wait_last": int(s[:, 1].max()),
                      "end_last": int(s[:, 2].max())})
     return rows
+
+
+def attention_phases(raw, offsets, names):
+    """Per attention launch, each phase's duration (us, median over blocks) from the wait release through the
+    stamps attention_cl leaves in slots 3-6 and its end."""
+    out = {}
+    for i, name in enumerate(names):
+        if not name.endswith(".attn"):
+            continue
+        s = raw[offsets[i]:offsets[i + 1]].astype(np.int64)
+        prev, d = s[:, 1], {}
+        for slot, phase in PHASES.items():
+            d[phase] = float(np.median(s[:, slot] - prev)) / 1e3
+            prev = s[:, slot]
+        out[name] = d
+    return out
 
 
 def classes(rows, layers):
@@ -113,7 +136,7 @@ def main(samples: int = 7, back_to_back: int = 10) -> None:
     dec.prepare_timing(x)
     res["shapes"], res["pdl"] = str(dec.shapes), dec.pdl
     total = sum(int(np.prod(b.grid)) for b in dec.body)
-    stamps = cupy.zeros(total * 3, cupy.uint64)
+    stamps = cupy.zeros(total * SLOTS, cupy.uint64)
     launches, offsets = stamped_launches(dec, stamps)
     graph = K.capture(dec.stream, lambda: [launch() for launch in launches])
     with dec.stream:  # the stamped step computes what the decoder's own step does
@@ -128,15 +151,16 @@ def main(samples: int = 7, back_to_back: int = 10) -> None:
         stamped.append(timed(dec, graph))
     res["replay_ms_median"] = {"decoder graph": float(np.median(plain)), "stamped graph": float(np.median(stamped))}
     names = [b.name for b in dec.body]
-    samples_rows = []
+    samples_rows, phases = [], []
     for _ in range(samples):
         with dec.stream:
             for _ in range(back_to_back):
                 graph.launch(dec.stream)
         dec.stream.synchronize()
-        raw = cupy.asnumpy(stamps).reshape(-1, 3)
+        raw = cupy.asnumpy(stamps).reshape(-1, SLOTS)
         samples_rows.append(per_launch(raw, offsets, names))
-    ticks = np.diff(np.unique(raw.astype(np.int64)))
+        phases.append(attention_phases(raw, offsets, names))
+    ticks = np.diff(np.unique(raw[:, :3].astype(np.int64)))
     res["timer_min_tick_ns"] = int(ticks[ticks > 0].min()) if (ticks > 0).any() else None
     keys = [k for k in samples_rows[0][0] if k not in ("launch", "blocks")]
     rows = [{"launch": r["launch"], "blocks": r["blocks"],
@@ -147,8 +171,17 @@ def main(samples: int = 7, back_to_back: int = 10) -> None:
     layers = len(dec.layers)
     res["classes_us"] = classes(rows, layers)
     res["classes_us_by_sample"] = [classes(s, layers) for s in samples_rows]
+    # attention_cl's phases per launch (medians over samples) and over its local / global layers
+    res["attention_phases_us"] = {n: {p: float(np.median([s[n][p] for s in phases])) for p in PHASES.values()}
+                                  for n in phases[0]}
+    glob = {f"L{l}.attn" for l, L in enumerate(dec.plan.layers) if L.window is None}
+    res["attention_phases_by_kind_us"] = {
+        kind_: {p: float(np.median([v[p] for n, v in res["attention_phases_us"].items() if (n in glob) == g]))
+                for p in PHASES.values()}
+        for kind_, g in (("local", False), ("global", True)) if any((n in glob) == g for n in phases[0])}
     print(json.dumps({k: res[k] for k in ("replay_ms_median", "stamped_vs_decoder_graph_max_abs",
-                                          "timer_min_tick_ns", "step_us", "classes_us")}, indent=1), flush=True)
+                                          "timer_min_tick_ns", "step_us", "classes_us",
+                                          "attention_phases_by_kind_us")}, indent=1), flush=True)
     for r in rows[:12] + rows[-3:]:
         print(r, flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)

@@ -143,6 +143,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
                 *reinterpret_cast<uint4*>(V + base + (size_t)(t % cap) * HD + dd[v]) = f_to_h8(vn + 8 * v);
             }
     }
+    STAMP(3);  // q / k normalised and rotated, key t appended
     // 2. batches of cached keys: scores, online softmax (log2 domain, running max m of every head in every
     // lane, sums in the lanes holding a head), p @ V into fp32 registers
     const float sc = softcap > 0.f ? scale : scale * LOG2E_F;
@@ -281,6 +282,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
                 if (h2 == h) lh[hh] = fmaf(lh[hh], at[h2], pt[h2]);
         }
     }
+    STAMP(4);  // every batch and key t folded in (thread 0's sub-group)
     // 4. each sub-group's partial -> shared memory; the block's partial over its sub-groups
 #pragma unroll
     for (int h = 0; h < G; ++h)
@@ -300,6 +302,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         if (writer && h < G) wl[u * G + h] = lh[hh];
     }
     __syncthreads();
+    STAMP(5);  // the block's sub-groups in shared memory
     cluster_wait();  // every block of the cluster has started: its shared memory may be written
     const int rank = blockIdx.x % C, cl = blockIdx.x / C, ncl = gridDim.x / C;
     for (int e = tid; e < Q4; e += NW * 32) {
@@ -324,6 +327,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     // 5. the cluster's partial: block `rank` combines float4s [rank PER, (rank + 1) PER) over the C blocks,
     // from its own shared memory (no block reads another's after the barrier: they may exit)
     cluster_barrier();
+    STAMP(6);  // every block's partial pushed to the cluster
     for (int e = rank * PER + tid; e < min(Q4, (rank + 1) * PER); e += NW * 32) {
         const int h = e / (HD / 4), d4 = e % (HD / 4);
         float mc[C], lc[C];

@@ -32,15 +32,17 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 
 // Timeline stamps (scripts/h200_native_timeline.py compiles with -DVLM_STAMPS; empty otherwise): a kernel
-// that takes STAMP_PARAM (its last parameter) records %globaltimer per block at its start (0), after pdl_wait
-// (1) and at its end (2, after a block barrier) into stamps[block * 3 + i].
+// that takes STAMP_PARAM (its last parameter) records %globaltimer per block (thread 0) at its start (0), after
+// pdl_wait (1), at its end (2, after a block barrier) and, attention_cl, at its phases (3-6) into
+// stamps[block * STAMP_SLOTS + i].
+#define STAMP_SLOTS 8
 #ifdef VLM_STAMPS
 #define STAMP_PARAM , unsigned long long* stamps
 __device__ __forceinline__ void stamp_at(unsigned long long* s, const int i) {
     if (threadIdx.x == 0) {
         unsigned long long t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
-        s[((size_t)blockIdx.y * gridDim.x + blockIdx.x) * 3 + i] = t;
+        s[((size_t)blockIdx.y * gridDim.x + blockIdx.x) * STAMP_SLOTS + i] = t;
     }
 }
 #define STAMP(i) stamp_at(stamps, i)
