@@ -36,16 +36,10 @@ def kind(name: str) -> str:
 
 
 def timed(dec, graph, n=200) -> float:
-    cp = dec.cp
-    with dec.stream:
-        graph.launch(dec.stream)
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(n):
-            graph.launch(dec.stream)
-        end.record()
-        end.synchronize()
-    return cp.cuda.get_elapsed_time(start, end) / n
+    """Device ms of one replay of a probe graph on the decoder's stream (native.timing.graph_ms)."""
+    from vlmdecode.native.timing import graph_ms
+
+    return graph_ms(dec.cp, dec.stream, graph, n)
 
 
 def main(rounds: int = 5) -> None:

@@ -318,3 +318,33 @@ def test_native_prefill_query_chunks_follow_numpy_exec(fake, folders):
     for (pos, rows), kv in zip(_kv_rows(dec.kv, S, "ring"), [c for pair in zip(cache.keys, cache.values)
                                                                for c in pair]):
         assert np.abs(rows - kv[:, pos]).max() < 2e-2 * max(1.0, np.abs(kv).max())
+
+
+def test_graph_ms_replays_once_warm_then_n_between_events():
+    """native.timing.graph_ms (StepTiming.replay_ms and the H200 scripts): one warm replay outside the events,
+    then n, and the events' ms over n."""
+    from vlmdecode.native.timing import graph_ms
+
+    order = []
+
+    class Event:
+        def record(self):
+            order.append("record")
+
+        def synchronize(self):
+            order.append("sync")
+
+    class Graph:
+        def launch(self, stream):
+            order.append("launch")
+
+    class Stream:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event, get_elapsed_time=lambda a, b: 30.0))
+    assert graph_ms(cp, Stream(), Graph(), n=3) == 10.0
+    assert order == ["launch", "record", "launch", "launch", "launch", "record", "sync"]

@@ -12,6 +12,19 @@ from ..decoders.base import DecoderError
 from ..sampling import Sampler
 
 
+def graph_ms(cp, stream, graph, n: int = 200) -> float:
+    """Device ms of one replay of `graph`: one warm replay, then n back to back between two CUDA events."""
+    with stream:
+        graph.launch(stream)
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(n):
+            graph.launch(stream)
+        end.record()
+        end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end) / n
+
+
 class StepTiming:
     """Needs the NativeDecoder attributes it reads: cp, stream, kv, max_length, body, graph(), _start()."""
 
@@ -34,17 +47,9 @@ class StepTiming:
         if greedy and self.kv.position + n + 1 > self.max_length:
             raise DecoderError(f"{n + 1} greedy replays from position {self.kv.position} pass max_length "
                                f"{self.max_length}")
-        g = self.graph(greedy)
-        with self.stream:
-            g.launch(self.stream)
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(n):
-                g.launch(self.stream)
-            end.record()
-            end.synchronize()
+        ms = graph_ms(cp, self.stream, self.graph(greedy), n)
         self.replayed += n + 1
-        return cp.cuda.get_elapsed_time(start, end) / n
+        return ms
 
     def kernel_ms(self, repeats: int = 20) -> list[dict]:
         """Per-kernel device ms of an uncaptured step (median of `repeats`, CUDA events around each launch),
