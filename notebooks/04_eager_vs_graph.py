@@ -259,10 +259,8 @@ plt.show()
 # %% [markdown]
 # Inside one replayed native step (`data/results/h200_native_timeline_c1a7f57.json`,
 # `scripts/h200_native_timeline.py`): every block of every launch stamped the GPU clock when it became resident,
-# when its `pdl_wait` let it go and when it finished. Pale bars are launches resident early and waiting on their
-# predecessor (what programmatic dependent launch buys); solid bars are running. Look at attention (red): it is the
-# one launch that does not start before its predecessor ends, and it runs on 16 SMs while the rest wait. The right
-# panel is each class's share of a layer.
+# when its `pdl_wait` let it go and when it finished. The table gives each kernel class's lead (start minus its
+# predecessor's end), release, body and span of a layer, in µs.
 
 # %%
 TIMELINE_LAYERS = (1, 2)  # which layers' launches to draw (0 .. 25 for gemma3-1b)
@@ -272,6 +270,11 @@ timeline = results_native.step_timeline()
 print("source:", timeline.attrs["source"], "| step", timeline.attrs["step_us"], "us | replayed",
       timeline.attrs["replay_ms"])
 display(pd.DataFrame(timeline.attrs["classes"]).T.round(2))
+
+# %% [markdown]
+# Pale bars are launches resident early and waiting on their predecessor (what programmatic dependent launch
+# buys); solid bars are running. Look at attention (red): it is the one launch that does not start before its
+# predecessor ends, and it runs on 16 SMs while the rest wait. The right panel is each class's share of a layer.
 
 # %%
 plots.plot_step_timeline(timeline, layers=TIMELINE_LAYERS)
