@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
-from vlmdecode import plots
+from vlmdecode import plots, plots_native
 from vlmdecode.devices import gpu_available
 from vlmdecode.explore import results, results_native, widget
 from vlmdecode.ttft import ttft_table
@@ -216,7 +216,7 @@ dist["kernel_sum / floor"] = dist["kernel_sum_ms"] / steps.attrs["floor_ms"]
 dist["replayed_step / floor"] = dist["replayed_step_ms"] / steps.attrs["floor_ms"]
 print(f"floor: {steps.attrs['floor_ms']:.3f} ms")
 display(dist.round(3))
-plots.plot_step_groups(steps)
+plots_native.plot_step_groups(steps)
 plt.show()
 
 # %% [markdown]
@@ -253,7 +253,7 @@ else:
 rates = results_native.read_rates()
 print("source:", rates.attrs["source"])
 display(rates.pivot(index="projection", columns="reader", values="us").round(2))
-plots.plot_read_rates(rates)
+plots_native.plot_read_rates(rates)
 plt.show()
 
 # %% [markdown]
@@ -277,7 +277,7 @@ display(pd.DataFrame(timeline.attrs["classes"]).T.round(2))
 # predecessor ends, and it runs on 16 SMs while the rest wait. The right panel is each class's share of a layer.
 
 # %%
-plots.plot_step_timeline(timeline, layers=TIMELINE_LAYERS)
+plots_native.plot_step_timeline(timeline, layers=TIMELINE_LAYERS)
 plt.show()
 
 # %% [markdown]

@@ -1,4 +1,4 @@
-"""explore.results_native (native vs onnxruntime step by kernel group) and plots.plot_step_groups, and what
+"""explore.results_native (native vs onnxruntime step by kernel group) and plots_native.plot_step_groups, and what
 scripts/h200_native_ncu.py writes: its summary of an ncu CSV is read back by the reader."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from vlmdecode import plots as P
+from vlmdecode import plots_native as P
 from vlmdecode.explore import results_native as R
 from vlmdecode.explore.results import results_dir
 
