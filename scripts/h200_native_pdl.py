@@ -1,7 +1,6 @@
 """H200: variants of the native step side by side: with and without programmatic dependent launch
-(`native.pdl`; `--set pdl`, the default), the chunked vs the cluster attention kernel (`--set attention`) or gate|up
-with weights staged in shared memory (`--set stage`, PF 3-6 of `native.kernels.gemv_name`) or o's block shape
-(`--set o`); a set
+(`native.pdl`; `--set pdl`, the default), the chunked vs the cluster attention kernel (`--set attention`) or o's
+block shape (`--set o`; branch staged-gemv adds `--set stage`, gate|up's weights staged in shared memory); a set
 may hold more than two variants (branch `gemv-st` added one of four, the streaming GEMV).
 
 gemma3-1b fp16 fused-cuda at context 1024 (KV capacity 1072) and tiny at context 128: per variant the
@@ -10,7 +9,7 @@ back (per token), and the pipeline's steady per-token time (bench.pipeline_once)
 rounds; the copy bandwidth and the floor of this run; greedy tokens of every variant over 64 steps (equal to the
 first variant's?), and each against onnxruntime eager teacher-forced (h200_native.parity). Writes
 $OUT/h200_native_<set>.json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|stage|o]
+Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|o]
 """
 
 from __future__ import annotations
@@ -29,10 +28,6 @@ import h200_native as hn  # noqa: E402  (fixtures, provenance, timing helpers; n
 SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         "attention": {"chunked": {"attn_batch": 0, "attn_threads": 256},
                       "cluster": {"attn_batch": 8, "attn_cluster": 16, "attn_clusters": 1, "attn_threads": 128}},
-        # gate|up with its first 1-4 row groups a block staged in shared memory before pdl_wait (PF 3-6), beside
-        # the default (PF 0: main's kernels, the same cubin)
-        "stage": {"default": {}, **{f"gate_up PF {pf}": {"gate_up": (8, 2, pf)} for pf in (3, 4, 5, 6)},
-                  "gate_up 4x2 PF 6": {"gate_up": (4, 2, 6)}},
         # o's blocks (resident during attention) keep the last of gate|up's out until o ends (the timeline):
         # fewer or lighter o blocks beside the default (8 warps, 1 row a warp, PF 1: 144 blocks at gemma3-1b)
         "o": {"default": {}, "o 8x2": {"o": (8, 2)}, "o 8x4": {"o": (8, 4)}, "o 4x2": {"o": (4, 2)},

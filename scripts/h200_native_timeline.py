@@ -16,7 +16,7 @@ attention_cl also stamps its phases (slots 3-6: q/k norm + rotary + append, the 
 memory, the cluster exchange; PHASES), reported per attention launch and over local / global layers (thread 0's
 view of each block, medians). The stamped graph's replay time beside the decoder's own graph says how much the
 stamps perturb.
---shapes JSON: Shapes overrides for the step (e.g. '{"gate_up": [8, 2, 5]}'); the file name then gains a tag.
+--shapes JSON: Shapes overrides for the step (e.g. '{"o": [8, 2]}'); the file name then gains a tag.
 Writes $OUT/h200_native_timeline[_TAG].json.
 Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py [--shapes JSON --tag TAG]
 """

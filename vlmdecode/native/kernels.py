@@ -22,18 +22,16 @@ ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at positio
 ATTN_THREADS = 256
 SLICE_TARGET = 864  # split-K: largest reduction slice one block streams per row (gemma3-1b down: 8 x 864)
 NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
-STAGE_MAX = 4  # row groups a block of the staged GEMV (PF 3 ..) holds in shared memory
-SHARED_MAX = 227 * 1024  # dynamic shared memory a block may have (sm_90)
 
 
 @dataclass(frozen=True)
 class Shapes:
     """Block shapes of a decode step's kernels: (warps per block, rows per warp[, PF]) of each GEMV (GELU: rows
     come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers; 2: double
-    buffered; 3-6: 1-4 row groups a block staged in shared memory before pdl_wait, `gemv_name`), the
-    split-K slice target of the down projection, and the attention's keys per block and threads. Defaults:
+    buffered, `gemv_name`), the
+    split-K slice target of the down projection, and the attention's keys per block and threads. Class defaults:
     the fastest measured at gemma3-1b's shapes on the H200 (data/results/h200_native_kernels.json, from
-    scripts/native_kernel_bench.py)."""
+    scripts/native_kernel_bench.py); the decoder starts from `for_head_dim` (attention's shape by head dim)."""
 
     qkv: tuple = (8, 1)
     o: tuple = (8, 1)
@@ -141,12 +139,9 @@ def attention_blocks(shapes: Shapes, capacity: int, window: int | None, head_dim
 
 def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
     """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed; PF 2: that,
-    and each next row group's weights are loaded while the current one is reduced (two register buffers); PF 3 + s:
-    each block's first s + 1 row groups copied into shared memory by the copy engine from the kernel's start (before
-    `pdl_wait`: while earlier kernels still run, e.g. gate|up during attention), the rest as PF 0."""
-    if int(pf) not in range(3 + STAGE_MAX):
-        raise KernelShapeError(f"GEMV weight prefetch must be 0, 1, 2 or 3-{2 + STAGE_MAX} (1-{STAGE_MAX} row groups "
-                               f"staged in shared memory), got {pf}")
+    and each next row group's weights are loaded while the current one is reduced (two register buffers)."""
+    if int(pf) not in (0, 1, 2):
+        raise KernelShapeError(f"GEMV weight prefetch must be 0, 1 or 2, got {pf}")
     return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
 
 
@@ -269,7 +264,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     at run time, so a captured graph follows new ids), or None.
     warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>. resident_grid: at most the
     blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group.
-    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True), 2, or 3 + s (s + 1 groups staged)."""
+    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -284,16 +279,7 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
-    staged = max(0, int(prefetch_weights) - 2)
-    if staged and (head or splits != 1):
-        raise KernelShapeError(f"{name}: weights staged in shared memory (PF {prefetch_weights}) need one slice and "
-                               f"a plain or GELU epilogue, got {splits} slices" + (" and the LM head" if head else ""))
-    # the vector (from a 128-byte boundary), then the staged groups' rows (GELU: gate and up rows)
-    nbytes_shared = 4 * -(-k_len // 32) * 32 + staged * (2 if epi == EPI_GELU else 1) * per_group * ld * 2
-    if nbytes_shared > SHARED_MAX:
-        raise KernelShapeError(f"{name}: {staged} staged row groups of {per_group} rows need {nbytes_shared} bytes of "
-                               f"shared memory, more than {SHARED_MAX}: stage fewer groups or smaller blocks")
-    shared = _need_shared(fn, nbytes_shared if staged else 4 * k_len)
+    shared = _need_shared(fn, 4 * k_len)
     resident = -(-resident_blocks(fn, warps * 32, shared) // splits) if resident_grid else n_groups
     grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident)
     args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),

@@ -37,54 +37,6 @@ __device__ __forceinline__ void load_rows(uint4 (&w)[RPW][NV], const __half* W, 
         }
 }
 
-// A warp's rows of a group staged in shared memory (PF >= 3): the group's rows in W's order (GELU: its gate rows,
-// then its up rows), each ld halves
-template <int NV, int RPW, int EPI>
-__device__ __forceinline__ void load_rows_staged(uint4 (&w)[RPW][NV], const __half* stage, const int (&row)[RPW],
-                                                 const int row_end, const int ld, const int k_len,
-                                                 const int per_group) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    constexpr int P = EPI == EPI_GELU ? RPW / 2 : RPW;  // a warp's rows of each kind in the group
-#pragma unroll
-    for (int i = 0; i < RPW; ++i) {
-        const int local = i < P ? warp * P + i : per_group + warp * P + i - P;
-#pragma unroll
-        for (int j = 0; j < NV; ++j) {
-            const int col = (lane + 32 * j) * 8;
-            w[i][j] = (row[i] < row_end && col < k_len)
-                ? *reinterpret_cast<const uint4*>(stage + (size_t)local * ld + col) : make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
-}
-
-// PF >= 3, thread 0: the block's first STG row groups (its groups blockIdx.x + s gridDim.x) -> shared memory by the
-// copy engine, one barrier counting every byte; one slice (k_len == ld). Weights only: issued before pdl_wait.
-template <int EPI, int STG>
-__device__ void stage_groups(__half* stage, unsigned long long* bar, const __half* W, const int n_rows, const int ld,
-                             const int per_group, const int n_groups) {
-    constexpr int ROWS = EPI == EPI_GELU ? 2 : 1;
-    unsigned bytes = 0;
-#pragma unroll
-    for (int s = 0; s < STG; ++s) {
-        const int g = blockIdx.x + s * gridDim.x;
-        if (g < n_groups) bytes += ROWS * min(per_group, n_rows - g * per_group) * ld * 2;
-    }
-    mbar_init(bar, 1);
-    mbar_expect_tx(bar, bytes);
-#pragma unroll
-    for (int s = 0; s < STG; ++s) {
-        const int g = blockIdx.x + s * gridDim.x;
-        if (g >= n_groups) break;
-        const int j0 = g * per_group, n = min(per_group, n_rows - j0);
-        __half* dst = stage + (size_t)s * ROWS * per_group * ld;
-        bulk_copy(dst, W + (size_t)j0 * ld, (unsigned)(n * ld * 2), bar);
-        if (EPI == EPI_GELU)
-            bulk_copy(dst + (size_t)per_group * ld, W + (size_t)(j0 + n_rows) * ld, (unsigned)(n * ld * 2), bar);
-    }
-}
-
-// PF 0-2: `gemv_name`; PF >= 3: the first PF - 2 row groups of each block staged in shared memory (stage_groups)
-// before pdl_wait, the rest loaded as PF 0
 template <int NV, int RPW, int EPI, int PF>
 __global__ void __launch_bounds__(256) gemv(
     const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
@@ -96,7 +48,7 @@ __global__ void __launch_bounds__(256) gemv(
     const long long* suppress, const int* n_suppress  // HEAD: ids the argmax skips ([n_suppress[0]], or NULL)
     STAMP_PARAM)
 {
-    extern __shared__ float vec[];  // [k_len]; PF >= 3: then (from a 128-byte boundary) the staged groups' rows
+    extern __shared__ float vec[];
     __shared__ float red[32];
     __shared__ float best_v[32];
     __shared__ long long best_i[32];
@@ -110,13 +62,9 @@ __global__ void __launch_bounds__(256) gemv(
     uint4 w[RPW][NV];
     int g = blockIdx.x;
     warp_rows<RPW, EPI>(row, g, n_rows);
-    constexpr int STG = PF >= 3 ? PF - 2 : 0;  // groups staged in shared memory
-    __half* stage = reinterpret_cast<__half*>(vec + (k_len + 31) / 32 * 32);
-    __shared__ unsigned long long stage_bar;
     STAMP(0);
     pdl_trigger();
-    if (STG && threadIdx.x == 0) stage_groups<EPI, STG>(stage, &stage_bar, W, n_rows, ld, per_group, n_groups);
-    if (PF == 1 || PF == 2) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
+    if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
     STAMP(1);
     form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
@@ -126,13 +74,7 @@ __global__ void __launch_bounds__(256) gemv(
     bool bad = false;
     const int ns = (EPI == EPI_HEAD && n_suppress != NULL) ? n_suppress[0] : 0;
     for (; g < n_groups; g += gridDim.x) {
-        const int s = (g - (int)blockIdx.x) / (int)gridDim.x;  // this block's s-th group
-        if (STG && s < STG) {  // staged: every staged byte counted on one barrier (form_vector synced its init)
-            if (s == 0) mbar_wait_parity(&stage_bar, 0);
-            warp_rows<RPW, EPI>(row, g, n_rows);
-            load_rows_staged<NV, RPW, EPI>(w, stage + (size_t)s * (EPI == EPI_GELU ? 2 : 1) * per_group * ld, row,
-                                           row_end, ld, k_len, per_group);
-        } else if (PF == 0 || PF >= 3 || (PF == 1 && g != (int)blockIdx.x)) {  // PF 0: fewer live registers
+        if (PF == 0 || (PF == 1 && g != (int)blockIdx.x)) {  // PF 0: fewer live registers in the prologue
             warp_rows<RPW, EPI>(row, g, n_rows);
             load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);
         }
