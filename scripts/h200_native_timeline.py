@@ -55,8 +55,7 @@ def stamped_launches(dec, stamps):
     for b in dec.body:
         name = names[id(b.fn)]
         fn = fns[name]
-        if b.shared > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = b.shared
+        K._need_shared(fn, b.shared)  # the stamped build's functions need the decoder's shared memory size too
         if name.startswith("attention_cl") and int(name.split(",")[3]) > 8:
             K._allow_large_clusters(fn)
         arg = np.uint64(stamps.data.ptr + off * SLOTS * 8)
