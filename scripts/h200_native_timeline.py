@@ -17,8 +17,14 @@ memory, the cluster exchange; PHASES), reported per attention launch and over lo
 view of each block, medians). The stamped graph's replay time beside the decoder's own graph says how much the
 stamps perturb.
 --shapes JSON: Shapes overrides for the step (e.g. '{"o": [8, 2]}'); the file name then gains a tag.
+--variants JSON ('{"name": ["-DVLM_X", ...]}'): stamped builds of source variants beside the plain stamped one,
+each checked against the decoder's graph (max |logit difference|), all replay-timed interleaved over 5 rounds, and
+each given the tables above under "variants" (the plain one also at the top level). Every build also keeps each
+block's stamps of the first local and first global attention launch after layer 0, and, for GEMVs that stamp
+slot 3, the wait-to-vector time by class. The defines used in issue 16's tenth session (VLM_HOIST_QK, VLM_OLD_Q,
+VLM_PROBE_*: slot 7 / gemv slot 3 stamped when some data arrived) are on branch attn-pro.
 Writes $OUT/h200_native_timeline[_TAG].json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py [--shapes JSON --tag TAG]
+Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py [--shapes JSON] [--variants JSON] [--tag TAG]
 """
 
 from __future__ import annotations
@@ -33,15 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import h200_native as hn  # noqa: E402  (fixtures, provenance; nothing runs at import)
 
-SLOTS = 8  # stamps a block (cuda_src.common STAMP_SLOTS): start, after pdl_wait, end, attention_cl's phases 3-6
-PHASES = {3: "q/k norm, rotary, append", 4: "keys (batches + key t)", 5: "block partial in shared memory",
+SLOTS = 8  # stamps a block (cuda_src.common STAMP_SLOTS): start, after pdl_wait, end, attention_cl's phases 3-7
+PHASES = {7: "q/k rows loaded, norms summed", 3: "q/k norm, rotary, append", 4: "keys (batches + key t)",
+          5: "block partial in shared memory",
           6: "cluster exchange (wait + barrier)", 2: "combine + write"}  # slot -> phase ending there
 from h200_native_ablate import kind, timed  # noqa: E402  (class of a launch name, graph replay timer)
 
 
-def stamped_launches(dec, stamps):
-    """The decoder's step launches on a -DVLM_STAMPS module, each with its slice of `stamps` as last argument;
-    returns (launches, block offsets)."""
+def stamped_launches(dec, stamps, defines=()):
+    """The decoder's step launches on a -DVLM_STAMPS module (plus `defines`, source variants), each with its
+    slice of `stamps` as last argument; returns (launches, block offsets)."""
     import cupy
 
     from vlmdecode.native import kernels as K
@@ -49,7 +56,7 @@ def stamped_launches(dec, stamps):
 
     names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
     used = sorted({names[id(b.fn)] for b in dec.body})
-    mod = cupy.RawModule(code=SOURCE, options=("-std=c++17", "-DVLM_STAMPS"), name_expressions=used)
+    mod = cupy.RawModule(code=SOURCE, options=("-std=c++17", "-DVLM_STAMPS", *defines), name_expressions=used)
     fns = {n: mod.get_function(n) for n in used}
     launches, offsets, off = [], [], 0
     for b in dec.body:
@@ -90,6 +97,8 @@ def attention_phases(raw, offsets, names):
         s = raw[offsets[i]:offsets[i + 1]].astype(np.int64)
         prev, d = s[:, 1], {}
         for slot, phase in PHASES.items():
+            if not s[:, slot].any():  # a phase this build does not stamp
+                continue
             d[phase] = float(np.median(s[:, slot] - prev)) / 1e3
             prev = s[:, slot]
         out[name] = d
@@ -114,7 +123,64 @@ def classes(rows, layers):
     return {c: {k: float(np.median(v)) / 1e3 for k, v in d.items() if v} for c, d in out.items()}
 
 
-def main(samples: int = 7, back_to_back: int = 10) -> None:
+def record(dec, graph, stamps, offsets, names, samples, back_to_back):
+    """Replay `graph` back to back, `samples` times, reading the stamps of the last replay each time: per-launch
+    rows and attention phases per sample, and the last sample's raw stamps."""
+    import cupy
+
+    rows, phases = [], []
+    for _ in range(samples):
+        with dec.stream:
+            for _ in range(back_to_back):
+                graph.launch(dec.stream)
+        dec.stream.synchronize()
+        raw = cupy.asnumpy(stamps).reshape(-1, SLOTS)
+        rows.append(per_launch(raw, offsets, names))
+        phases.append(attention_phases(raw, offsets, names))
+    return rows, phases, raw
+
+
+def summarise(dec, samples_rows, phases, raw, offsets, names) -> dict:
+    """Medians over samples per launch, per kernel class and per attention phase (local / global layers), and
+    each block's stamps (ns from the launch's first start) of the first local and first global attention
+    launch after layer 0."""
+    res: dict = {}
+    keys = [k for k in samples_rows[0][0] if k not in ("launch", "blocks")]
+    rows = [{"launch": r["launch"], "blocks": r["blocks"],
+             **{k: float(np.median([s[i][k] for s in samples_rows])) for k in keys}}
+            for i, r in enumerate(samples_rows[0])]
+    res["launches"] = rows
+    res["step_us"] = rows[-1]["end_last"] / 1e3
+    layers = len(dec.layers)
+    res["classes_us"] = classes(rows, layers)
+    res["classes_us_by_sample"] = [classes(s, layers) for s in samples_rows]
+    # attention_cl's phases per launch (medians over samples) and over its local / global layers
+    res["attention_phases_us"] = {n: {p: float(np.median([s[n][p] for s in phases])) for p in phases[0][n]}
+                                  for n in phases[0]}
+    glob = {f"L{l}.attn" for l, L in enumerate(dec.plan.layers) if L.window is None}
+    res["attention_phases_by_kind_us"] = {
+        kind_: {p: float(np.median([v[p] for n, v in res["attention_phases_us"].items() if (n in glob) == g]))
+                for p in next(iter(res["attention_phases_us"].values()))}
+        for kind_, g in (("local", False), ("global", True)) if any((n in glob) == g for n in phases[0])}
+    blocks = {}
+    for want in (False, True):
+        n = next((n for n in phases[0] if (n in glob) == want and not n.startswith("L0.")), None)
+        if n is not None:
+            i = names.index(n)
+            s = raw[offsets[i]:offsets[i + 1]].astype(np.int64)
+            blocks[n] = np.where(s == 0, -1, s - int(s[:, 0].min())).tolist()  # an unstamped slot reads -1
+    res["attention_block_stamps_ns"] = blocks
+    # GEMVs stamping slot 3 (-DVLM_PROBE_GEMV: input vector formed): wait release -> vector, by class
+    pro: dict = {}
+    for i, n in enumerate(names):
+        s = raw[offsets[i]:offsets[i + 1]].astype(np.int64)
+        if not n.endswith(".attn") and s[:, 3].any():
+            pro.setdefault(kind(n), []).append(float(np.median(s[:, 3] - s[:, 1])) / 1e3)
+    res["gemv_vector_formed_us"] = {k: float(np.median(v)) for k, v in pro.items()}
+    return res
+
+
+def main(samples: int = 7, back_to_back: int = 10, rounds: int = 5) -> None:
     import cupy
 
     from vlmdecode.native import kernels as K
@@ -131,58 +197,48 @@ def main(samples: int = 7, back_to_back: int = 10) -> None:
         over = {k: tuple(v) if isinstance(v, list) else v
                 for k, v in json.loads(sys.argv[sys.argv.index("--shapes") + 1]).items()}
         dec.rebuild(Shapes(**{**dec.shapes.__dict__, **over}))
+    # --variants '{"name": ["-DVLM_X", ...]}': stamped builds of source variants beside the plain stamped one
+    variants = {"stamped": [], **(json.loads(sys.argv[sys.argv.index("--variants") + 1])
+                                  if "--variants" in sys.argv else {})}
     x = pipe.embed(prompt_ids(hn.CONTEXT), None)
     dec.prepare_timing(x)
-    res["shapes"], res["pdl"] = str(dec.shapes), dec.pdl
+    res["shapes"], res["pdl"], res["variant_defines"] = str(dec.shapes), dec.pdl, variants
     total = sum(int(np.prod(b.grid)) for b in dec.body)
-    stamps = cupy.zeros(total * SLOTS, cupy.uint64)
-    launches, offsets = stamped_launches(dec, stamps)
-    graph = K.capture(dec.stream, lambda: [launch() for launch in launches])
-    with dec.stream:  # the stamped step computes what the decoder's own step does
+    names = [b.name for b in dec.body]
+    built = {}
+    with dec.stream:
         dec.graph(False).launch(dec.stream)
         ref = cupy.asnumpy(dec.logits).astype(np.float64)
-        graph.launch(dec.stream)
-        got = cupy.asnumpy(dec.logits).astype(np.float64)
-    res["stamped_vs_decoder_graph_max_abs"] = float(np.abs(got - ref).max())
-    plain, stamped = [], []
-    for _ in range(5):
-        plain.append(timed(dec, dec.graph(False)))
-        stamped.append(timed(dec, graph))
-    res["replay_ms_median"] = {"decoder graph": float(np.median(plain)), "stamped graph": float(np.median(stamped))}
-    names = [b.name for b in dec.body]
-    samples_rows, phases = [], []
-    for _ in range(samples):
-        with dec.stream:
-            for _ in range(back_to_back):
-                graph.launch(dec.stream)
-        dec.stream.synchronize()
-        raw = cupy.asnumpy(stamps).reshape(-1, SLOTS)
-        samples_rows.append(per_launch(raw, offsets, names))
-        phases.append(attention_phases(raw, offsets, names))
+    for name, defines in variants.items():
+        stamps = cupy.zeros(total * SLOTS, cupy.uint64)
+        launches, offsets = stamped_launches(dec, stamps, tuple(defines))
+        graph = K.capture(dec.stream, lambda launches=launches: [launch() for launch in launches])
+        with dec.stream:  # the stamped step computes what the decoder's own step does (from the same KV)
+            dec.graph(False).launch(dec.stream)
+            graph.launch(dec.stream)
+            got = cupy.asnumpy(dec.logits).astype(np.float64)
+        built[name] = (graph, stamps, offsets)
+        res.setdefault("stamped_vs_decoder_graph_max_abs", {})[name] = float(np.abs(got - ref).max())
+    times: dict = {"decoder graph": []}
+    order = ["decoder graph", *variants]
+    for r in range(rounds):  # interleaved, alternating order
+        for name in (order if r % 2 == 0 else order[::-1]):
+            g = dec.graph(False) if name == "decoder graph" else built[name][0]
+            times.setdefault(name, []).append(timed(dec, g))
+    res["replay_ms"] = times
+    res["replay_ms_median"] = {n: float(np.median(v)) for n, v in times.items()}
+    res["variants"] = {}
+    for name, (graph, stamps, offsets) in built.items():
+        rows, phases, raw = record(dec, graph, stamps, offsets, names, samples, back_to_back)
+        res["variants"][name] = summarise(dec, rows, phases, raw, offsets, names)
     ticks = np.diff(np.unique(raw[:, :3].astype(np.int64)))
     res["timer_min_tick_ns"] = int(ticks[ticks > 0].min()) if (ticks > 0).any() else None
-    keys = [k for k in samples_rows[0][0] if k not in ("launch", "blocks")]
-    rows = [{"launch": r["launch"], "blocks": r["blocks"],
-             **{k: float(np.median([s[i][k] for s in samples_rows])) for k in keys}}
-            for i, r in enumerate(samples_rows[0])]
-    res["launches"] = rows
-    res["step_us"] = rows[-1]["end_last"] / 1e3
-    layers = len(dec.layers)
-    res["classes_us"] = classes(rows, layers)
-    res["classes_us_by_sample"] = [classes(s, layers) for s in samples_rows]
-    # attention_cl's phases per launch (medians over samples) and over its local / global layers
-    res["attention_phases_us"] = {n: {p: float(np.median([s[n][p] for s in phases])) for p in PHASES.values()}
-                                  for n in phases[0]}
-    glob = {f"L{l}.attn" for l, L in enumerate(dec.plan.layers) if L.window is None}
-    res["attention_phases_by_kind_us"] = {
-        kind_: {p: float(np.median([v[p] for n, v in res["attention_phases_us"].items() if (n in glob) == g]))
-                for p in PHASES.values()}
-        for kind_, g in (("local", False), ("global", True)) if any((n in glob) == g for n in phases[0])}
+    res.update(res["variants"]["stamped"])  # the plain stamped build at the top level, as before --variants
+    for name, v in res["variants"].items():
+        print(name, json.dumps({k: v[k] for k in ("step_us", "classes_us", "attention_phases_by_kind_us")}),
+              flush=True)
     print(json.dumps({k: res[k] for k in ("replay_ms_median", "stamped_vs_decoder_graph_max_abs",
-                                          "timer_min_tick_ns", "step_us", "classes_us",
-                                          "attention_phases_by_kind_us")}, indent=1), flush=True)
-    for r in rows[:12] + rows[-3:]:
-        print(r, flush=True)
+                                          "timer_min_tick_ns")}), flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)
     tag = "_" + sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else ""
     (hn.OUT / f"h200_native_timeline{tag}.json").write_text(json.dumps(res, indent=2, default=str))
