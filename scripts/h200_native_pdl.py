@@ -1,7 +1,8 @@
 """H200: variants of the native step side by side: with and without programmatic dependent launch
-(`native.pdl`; `--set pdl`, the default), the chunked vs the cluster attention kernel (`--set attention`) or o's
-block shape (`--set o`; branch staged-gemv adds `--set stage`, gate|up's weights staged in shared memory); a set
-may hold more than two variants (branch `gemv-st` added one of four, the streaming GEMV).
+(`native.pdl`; `--set pdl`, the default), the chunked vs the cluster attention kernel (`--set attention`), o's
+block shape (`--set o`), down's split-K (`--set slice`) or gate|up's prefetch (`--set gate_up_pf`); branch
+staged-gemv adds `--set stage`, gate|up's weights staged in shared memory. A set may hold more than two variants
+(branch `gemv-st` added one of four, the streaming GEMV).
 
 gemma3-1b fp16 fused-cuda at context 1024 (KV capacity 1072) and tiny at context 128: per variant the
 replayed step without advance (200 replays, CUDA events), the greedy step with advance replayed back to
@@ -9,7 +10,7 @@ back (per token), and the pipeline's steady per-token time (bench.pipeline_once)
 rounds; the copy bandwidth and the floor of this run; greedy tokens of every variant over 64 steps (equal to the
 first variant's?), and each against onnxruntime eager teacher-forced (h200_native.parity). Writes
 $OUT/h200_native_<set>.json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|o]
+Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|o|slice|gate_up_pf]
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         # o's blocks (resident during attention) keep the last of gate|up's out until o ends (the timeline):
         # fewer or lighter o blocks beside the default (8 warps, 1 row a warp, PF 1: 144 blocks at gemma3-1b)
         "o": {"default": {}, "o 8x2": {"o": (8, 2)}, "o 8x4": {"o": (8, 4)}, "o 4x2": {"o": (4, 2)},
-              "o 8x2 PF 2": {"o": (8, 2, 2)}, "o 8x1 PF 0": {"o": (8, 1, 0)}}}
+              "o 8x2 PF 2": {"o": (8, 2, 2)}, "o 8x1 PF 0": {"o": (8, 1, 0)}},
+        # down's split-K (8 slices of 864 at gemma3-1b) sets how many parts the next qkv's fold reads (its vector
+        # takes 2.1 us after the wait, h200_native_timeline_probes_be261dc.json); slices <= 2048 (NV_MAX)
+        "slice": {"default": {}, "slice 1152 (6)": {"slice_target": 1152}, "slice 1728 (4)": {"slice_target": 1728}},
+        # gate|up's first row group in flight during its fold (2.1 us after the wait) instead of after it
+        "gate_up_pf": {"default": {}, "gate_up PF 1": {"gate_up": (8, 2, 1)}, "gate_up PF 2": {"gate_up": (8, 2, 2)}}}
 
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):

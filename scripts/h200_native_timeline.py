@@ -17,7 +17,8 @@ memory, the cluster exchange; PHASES), reported per attention launch and over lo
 view of each block, medians). The stamped graph's replay time beside the decoder's own graph says how much the
 stamps perturb.
 --shapes JSON: Shapes overrides for the step (e.g. '{"o": [8, 2]}'); the file name then gains a tag.
---variants JSON ('{"name": ["-DVLM_X", ...]}'): stamped builds of source variants beside the plain stamped one,
+--variants JSON ('{"name": ["-DVLM_X", "nopdl:attn", ...]}'): stamped builds of source variants (or of kernel
+classes launched without PDL) beside the plain stamped one,
 each checked against the decoder's graph (max |logit difference|), all replay-timed interleaved over 5 rounds, and
 each given the tables above under "variants" (the plain one also at the top level). Every build also keeps each
 block's stamps of the first local and first global attention launch after layer 0, and, for GEMVs that stamp
@@ -47,8 +48,10 @@ from h200_native_ablate import kind, timed  # noqa: E402  (class of a launch nam
 
 
 def stamped_launches(dec, stamps, defines=()):
-    """The decoder's step launches on a -DVLM_STAMPS module (plus `defines`, source variants), each with its
-    slice of `stamps` as last argument; returns (launches, block offsets)."""
+    """The decoder's step launches on a -DVLM_STAMPS module (plus `defines`, source variants; an entry
+    "nopdl:CLASS" instead launches that kernel class without programmatic dependent launch, so that it starts
+    only once its predecessor is done), each with its slice of `stamps` as last argument; returns (launches,
+    block offsets)."""
     import cupy
 
     from vlmdecode.native import kernels as K
@@ -56,6 +59,8 @@ def stamped_launches(dec, stamps, defines=()):
 
     names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
     used = sorted({names[id(b.fn)] for b in dec.body})
+    no_pdl = {d.split(":", 1)[1] for d in defines if d.startswith("nopdl:")}
+    defines = tuple(d for d in defines if not d.startswith("nopdl:"))
     mod = cupy.RawModule(code=SOURCE, options=("-std=c++17", "-DVLM_STAMPS", *defines), name_expressions=used)
     fns = {n: mod.get_function(n) for n in used}
     launches, offsets, off = [], [], 0
@@ -66,7 +71,8 @@ def stamped_launches(dec, stamps, defines=()):
         if name.startswith("attention_cl") and int(name.split(",")[3]) > 8:
             K._allow_large_clusters(fn)
         arg = np.uint64(stamps.data.ptr + off * SLOTS * 8)
-        launch = K.Launch(b.name, fn, b.grid, b.block, b.args + (arg,), b.shared, b.nbytes, pdl=b.pdl)
+        launch = K.Launch(b.name, fn, b.grid, b.block, b.args + (arg,), b.shared, b.nbytes,
+                          pdl=b.pdl and kind(b.name) not in no_pdl)
         launch.prepare()
         launches.append(launch)
         offsets.append(off)
