@@ -1,7 +1,8 @@
 #!/bin/bash
 # issue 16, PREPARED for the eleventh session (not run): one call after staging, from main's root with .gpuwt/
-# holding install.sh, req.sh, attn-pro.sh, attn-pro.sha and the snapshot .gpuwt/attn-pro (branch attn-pro at b159e13
-# or later; see attn-pro.sh). ~6-7 min incl. the gemma3-1b fixture. <= 8 files come back:
+# holding install.sh, req.sh, attn-pro.sh, attn-pro.sha and the snapshot .gpuwt/attn-pro (branch attn-pro at d41286a
+# or later; see attn-pro.sh). ~8-9 min incl. the gemma3-1b fixture, near the 10-min call limit (split it after the
+# timeline if needed). <= 8 files come back:
 # h200_native_{slice,gate_up_pf}.json, h200_native_timeline_nopdl.json, h200_native.json, attn-pro/{...}, this log.
 bash .gpuwt/install.sh
 export PYTHONPATH=/tmp/site:$PWD VLMDECODE_CACHE=/tmp/vlmcache VLMDECODE_GIT_SHA=$(cat .gitsha) PYTHONUNBUFFERED=1
