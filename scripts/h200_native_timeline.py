@@ -40,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import h200_native as hn  # noqa: E402  (fixtures, provenance; nothing runs at import)
 
-SLOTS = 8  # stamps a block (cuda_src.common STAMP_SLOTS): start, after pdl_wait, end, attention_cl's phases 3-7
+# stamps a block (cuda_src.common STAMP_SLOTS): start, after pdl_wait, end, attention_cl's phases 3-6; slot 7
+# only in branch attn-pro's variants (its q rows loaded, or a probe's data arrived)
+SLOTS = 8
 PHASES = {7: "q/k rows loaded, norms summed", 3: "q/k norm, rotary, append", 4: "keys (batches + key t)",
           5: "block partial in shared memory",
           6: "cluster exchange (wait + barrier)", 2: "combine + write"}  # slot -> phase ending there
