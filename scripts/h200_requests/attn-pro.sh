@@ -8,14 +8,17 @@
 #            "probe_rope": ["-DVLM_PROBE_ROPE"]}' --tag probes
 #   cf382aa CUDA tests (-k "attention or native_pdl or tokens_equal or windowed or loop_variants") with the
 #           staged q rows as the branch default, then '{"old_q": ["-DVLM_OLD_Q"]}' --tag stage_q
-# PREPARED, NOT RUN (d41286a or later; ~3 min incl. the gemma3-1b fixture): one q read before vs right after
-# attention_cl's pdl_wait, whole-sector GEMV output stores, and the one-pass fold (both norms from one block
-# reduction), each beside the branch's old path; the gemv probe builds give each one's wait-to-vector times.
+# PREPARED, NOT RUN (b1b9ded or later; ~4 min incl. the gemma3-1b fixture): one q read before vs right after
+# attention_cl's pdl_wait, whole-sector GEMV output stores, the one-pass fold (both norms from one block
+# reduction) and the fold's norm weights read before the wait (prew), each beside the branch's old path; the gemv
+# probe builds give each one's wait-to-vector times.
 export PYTHONUNBUFFERED=1
-OUT="$OUT" timeout 360 python3 scripts/h200_native_timeline.py --variants '{"old_q": ["-DVLM_OLD_Q"],
+OUT="$OUT" timeout 420 python3 scripts/h200_native_timeline.py --variants '{"old_q": ["-DVLM_OLD_Q"],
   "prewait_q": ["-DVLM_OLD_Q", "-DVLM_PROBE_PREWAIT_Q"], "postwait_q": ["-DVLM_OLD_Q", "-DVLM_PROBE_POSTWAIT_Q"],
   "sector": ["-DVLM_OLD_Q", "-DVLM_SECTOR_STORES"], "sector_gemv_probe": ["-DVLM_OLD_Q", "-DVLM_SECTOR_STORES",
   "-DVLM_PROBE_GEMV"], "gemv_probe": ["-DVLM_OLD_Q", "-DVLM_PROBE_GEMV"], "fold1": ["-DVLM_OLD_Q",
-  "-DVLM_FOLD_ONEPASS"], "fold1_gemv_probe": ["-DVLM_OLD_Q", "-DVLM_FOLD_ONEPASS", "-DVLM_PROBE_GEMV"]}' \
+  "-DVLM_FOLD_ONEPASS"], "fold1_gemv_probe": ["-DVLM_OLD_Q", "-DVLM_FOLD_ONEPASS", "-DVLM_PROBE_GEMV"],
+  "prew": ["-DVLM_OLD_Q", "-DVLM_FOLD_PRE_W"], "prew_gemv_probe": ["-DVLM_OLD_Q", "-DVLM_FOLD_PRE_W",
+  "-DVLM_PROBE_GEMV"], "prew_fold1": ["-DVLM_OLD_Q", "-DVLM_FOLD_PRE_W", "-DVLM_FOLD_ONEPASS"]}' \
   --tag wait_sector 2>&1 \
   | grep -v "plugin EP" | tail -n 1 | cut -c1-900
