@@ -287,22 +287,17 @@ def step_gemvs(cupy, K, w: Weights):
     gate|up fold their input as the step does (residual + RMSNorm, unit norm weights), down in its split-K slices.
     Returns the launches and the buffers they use (kept alive by the caller)."""
     sh = K.Shapes()
-    pfw = lambda wr: int(wr[2]) if len(wr) > 2 else 1  # noqa: E731
-    shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
-    nvh = K.loads_per_lane(H)
-    fns = K.compile_module({(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv)), (K.loads_per_lane(Q), sh.o[1], K.EPI_PLAIN,
-                            pfw(sh.o)), (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up)),
-                            (K.loads_per_lane(I // SLICES), sh.down[1], K.EPI_PLAIN, pfw(sh.down))}, set())
+    fns = K.compile_module(sh.gemv_instances({"qkv": H, "o": Q, "gate_up": H, "down": I // SLICES}), set())
     z = lambda n: cupy.zeros(n, cupy.float32)  # noqa: E731
     Ra, Rb, qkv, o, m, dpart, ones = z(H), z(H), z(QKV), z(H), z(I), z(SLICES * H), cupy.ones(H, cupy.float32)
     out = []
     for layer, (wq, wo, wgu, wd) in enumerate(w.dev):
         fold = dict(src=Ra, delta=dpart, delta_parts=SLICES, delta_w=ones) if layer else dict(src=w.x0)
-        out.append(K.gemv(fns, f"L{layer}.qkv", wq, QKV, H, y=qkv, resid_out=Rb, norm_w=ones, **fold, **shape(sh.qkv)))
-        out.append(K.gemv(fns, f"L{layer}.o", wo, H, Q, y=o, src=qkv[:Q], **shape(sh.o)))
+        out.append(K.gemv(fns, f"L{layer}.qkv", wq, QKV, H, y=qkv, resid_out=Rb, norm_w=ones, **fold, **sh.gemv("qkv")))
+        out.append(K.gemv(fns, f"L{layer}.o", wo, H, Q, y=o, src=qkv[:Q], **sh.gemv("o")))
         out.append(K.gemv(fns, f"L{layer}.gate_up", wgu, I, H, epi=K.EPI_GELU, y=m, src=Rb, delta=o, delta_w=ones,
-                          resid_out=Ra, norm_w=ones, **shape(sh.gate_up)))
-        out.append(K.gemv(fns, f"L{layer}.down", wd, H, I // SLICES, splits=SLICES, y=dpart, src=m, **shape(sh.down)))
+                          resid_out=Ra, norm_w=ones, **sh.gemv("gate_up")))
+        out.append(K.gemv(fns, f"L{layer}.down", wd, H, I // SLICES, splits=SLICES, y=dpart, src=m, **sh.gemv("down")))
     for launch in out:
         launch.pdl = True
     return out, (Ra, Rb, qkv, o, m, dpart, ones)

@@ -203,16 +203,9 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
     def _build(self, plan: DecoderPlan) -> None:
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
         sh = self.shapes
-        nvh = K.loads_per_lane(H)
-        pfw = lambda wr: int(wr[2]) if len(wr) > 2 else 1  # noqa: E731
-        gemvs = {(nvh, sh.qkv[1], K.EPI_PLAIN, pfw(sh.qkv)),
-                 (K.loads_per_lane(nq * D), sh.o[1], K.EPI_PLAIN, pfw(sh.o)),
-                 (nvh, sh.gate_up[1], K.EPI_GELU, pfw(sh.gate_up)),
-                 (K.loads_per_lane(I // self.ksd), sh.down[1], K.EPI_PLAIN, pfw(sh.down)),
-                 (nvh, sh.head[1], K.EPI_HEAD, pfw(sh.head))}
+        gemvs = sh.gemv_instances({"qkv": H, "o": nq * D, "gate_up": H, "down": I // self.ksd, "head": H})
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         fns = K.compile_module(gemvs, {D}, cl)
-        shape = lambda wr: dict(warps=wr[0], rpw=wr[1], prefetch_weights=pfw(wr))  # noqa: E731
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -222,7 +215,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                 src=Ra if l else None, x_in=self.x_in, x_scale=scale,
                                 delta=self.dpart if l else None, delta_parts=self.ksd,
                                 delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
-                                norm_w=W["input_norm"], eps=eps, **shape(sh.qkv)))
+                                norm_w=W["input_norm"], eps=eps, **sh.gemv("qkv")))
             steps.append(K.attention(fns, f"L{l}.attn", self.qkv, nq, nkv, D, q_norm=W["q_norm"], k_norm=W["k_norm"],
                                      eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,
@@ -230,16 +223,16 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
                                      cluster=sh.attn_cluster, clusters=sh.attn_clusters))
-            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **shape(sh.o)))
+            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **sh.gemv("o")))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                 delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
-                                norm_w=W["pre_ffn_norm"], eps=eps, **shape(sh.gate_up)))
+                                norm_w=W["pre_ffn_norm"], eps=eps, **sh.gemv("gate_up")))
             steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
-                                src=self.m, **shape(sh.down)))
+                                src=self.m, **sh.gemv("down")))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,
-                           part_i=self.part_i, suppress=self.suppress, n_suppress=self.n_suppress, **shape(sh.head))
+                           part_i=self.part_i, suppress=self.suppress, n_suppress=self.n_suppress, **sh.gemv("head"))
         self.body = steps + [self.head]
         common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
                       pos=self.pos, t_dev=self.t_dev)

@@ -17,6 +17,7 @@ import numpy as np
 from .kernels_src import SOURCE
 
 EPI_PLAIN, EPI_GELU, EPI_HEAD = 0, 1, 2
+STEP_GEMVS = {"qkv": EPI_PLAIN, "o": EPI_PLAIN, "gate_up": EPI_GELU, "down": EPI_PLAIN, "head": EPI_HEAD}  # epilogues
 HEAD_MAX_BLOCKS = 1024  # one argmax partial per block; `advance` reduces them in one 1024-thread block
 ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at position t
 ATTN_THREADS = 256
@@ -59,6 +60,21 @@ class Shapes:
         if attention_layout(head_dim)[1] == 32:
             return cls(attn_threads=256, attn_batch=4)
         return cls()
+
+    def gemv(self, cls: str) -> dict:
+        """gemv()'s block-shape keywords for one step GEMV class (STEP_GEMVS): warps, rpw, prefetch_weights
+        (PF 1 when the shape names none)."""
+        wr = getattr(self, cls)
+        return dict(warps=wr[0], rpw=wr[1], prefetch_weights=int(wr[2]) if len(wr) > 2 else 1)
+
+    def gemv_instances(self, k_lens: dict) -> set:
+        """The (nv, rpw, epi, pf) of compile_module for these step GEMV classes; k_lens: class -> the reduction
+        slice its launches stream (down: one split-K slice)."""
+        out = set()
+        for cls, k_len in k_lens.items():
+            kw = self.gemv(cls)
+            out.add((loads_per_lane(k_len), kw["rpw"], STEP_GEMVS[cls], kw["prefetch_weights"]))
+        return out
 
 
 class KernelShapeError(ValueError):
