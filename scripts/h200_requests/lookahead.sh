@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 16, PREPARED (not run): branch lookahead (66a374e or later), native's generate with the lookahead loop as
+# issue 16, PREPARED (not run): branch lookahead (a2ab182 or later), native's generate with the lookahead loop as
 # its default. Run through `bash .gpuwt/req.sh lookahead` from a snapshot of the branch (.gpuwt/lookahead, made as
 # attn-pro's; VLMDECODE_GIT_SHA=$(cat .gpuwt/lookahead.sha)), ~7 min on a warm machine with the gemma3-1b fixture
 # cached. 1. the CUDA tests of the native decoder (the files that build one; the branch changes which loop the proof
