@@ -257,10 +257,11 @@ plots_native.plot_read_rates(rates)
 plt.show()
 
 # %% [markdown]
-# Inside one replayed native step (`data/results/h200_native_timeline_c1a7f57.json`,
-# `scripts/h200_native_timeline.py`): every block of every launch stamped the GPU clock when it became resident,
-# when its `pdl_wait` let it go and when it finished. The table gives each kernel class's lead (start minus its
-# predecessor's end), release, body and span of a layer, in µs.
+# Inside one replayed native step (`data/results/h200_native_timeline_phases_0ae9d64.json`,
+# `scripts/h200_native_timeline.py`, the decoder's default shapes): every block of every launch stamped the GPU
+# clock when it became resident, when its `pdl_wait` let it go and when it finished. The first table gives each
+# kernel class's lead (start minus its predecessor's end), release, body and span of a layer, in µs; the second,
+# attention's own phases from its wait release (local and global layers), where the latency of that launch goes.
 
 # %%
 TIMELINE_LAYERS = (1, 2)  # which layers' launches to draw (0 .. 25 for gemma3-1b)
@@ -270,6 +271,7 @@ timeline = results_native.step_timeline()
 print("source:", timeline.attrs["source"], "| step", timeline.attrs["step_us"], "us | replayed",
       timeline.attrs["replay_ms"])
 display(pd.DataFrame(timeline.attrs["classes"]).T.round(2))
+display(timeline.attrs["attention_phases"].round(2))
 
 # %% [markdown]
 # Pale bars are launches resident early and waiting on their predecessor (what programmatic dependent launch

@@ -237,7 +237,7 @@ def test_read_rates_without_the_probe_is_empty(tmp_path):
     assert "no data" in P.plot_read_rates(t).axes[0].texts[0].get_text()
 
 
-def _timeline(path):
+def _timeline(path, phases=None):
     launches = []
     t = 0
     for layer in range(4):
@@ -252,9 +252,11 @@ def _timeline(path):
                      "end_last": int((t + 140) * 1e3)})
     classes = {"qkv": {"lead": -2, "release": 0.4, "body": 3, "span": 3.4}, "head": {"lead": -2, "release": 0.4,
                                                                                       "body": 140, "span": 140.4}}
-    path.write_text(json.dumps({"provenance": {}, "launches": launches, "step_us": t + 140, "shapes": "Shapes()",
-                                "replay_ms_median": {"decoder graph": 0.2, "stamped graph": 0.2},
-                                "classes_us": classes}))
+    data = {"provenance": {}, "launches": launches, "step_us": t + 140, "shapes": "Shapes()",
+            "replay_ms_median": {"decoder graph": 0.2, "stamped graph": 0.2}, "classes_us": classes}
+    if phases is not None:
+        data["attention_phases_by_kind_us"] = phases
+    path.write_text(json.dumps(data))
 
 
 def test_step_timeline_reads_launches_and_classes(tmp_path):
@@ -270,11 +272,16 @@ def test_step_timeline_reads_launches_and_classes(tmp_path):
     assert len(ax.patches) == 2 * 10  # a pale and a solid bar for each of the two layers' 5 launches
     assert [x.get_text() for x in ax.get_yticklabels()][:2] == ["L1.qkv", "L1.attn"]
     assert [x.get_text() for x in bx.get_yticklabels()] == ["qkv"]  # the head is not a layer's class
+    assert t.attrs["attention_phases"].empty  # a run without attention_cl's phase stamps
+    _timeline(tmp_path / R.TIMELINE_FILE, {"local": {"keys": 1.1, "combine": 0.6}, "global": {"keys": 2.4,
+                                                                                              "combine": 0.6}})
+    ph = R.step_timeline(tmp_path).attrs["attention_phases"]
+    assert list(ph.columns) == ["local", "global"] and ph.loc["keys", "global"] == 2.4
 
 
 def test_step_timeline_without_the_file_is_empty(tmp_path):
     t = R.step_timeline(tmp_path)
-    assert t.empty and t.attrs["source"] == ""
+    assert t.empty and t.attrs["source"] == "" and t.attrs["attention_phases"].empty
     assert "no data" in P.plot_step_timeline(t).axes[0].texts[0].get_text()
 
 

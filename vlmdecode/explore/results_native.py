@@ -11,7 +11,8 @@
                                GEMV of branch gemv-st; µs and TB/s per projection and reader
     step_timeline(root=None)   the replayed native step's timeline (TIMELINE_FILE, scripts/h200_native_timeline.py):
                                per launch its first block's start, first wait release and last end (µs); per kernel
-                               class its lead, release, body and span in attrs["classes"]
+                               class its lead, release, body and span in attrs["classes"]; attention's phases by
+                               layer kind in attrs["attention_phases"] where the run stamped them
 
 Sources, first found wins: `h200_native_ncu_gemma3-1b.json` (scripts/h200_native_ncu.py: both steps under
 Nsight Compute in one run at one KV capacity, caches and clocks as found, plus both replayed steps and the
@@ -193,7 +194,7 @@ def read_rates(root=None) -> pd.DataFrame:
     return t
 
 
-TIMELINE_FILE = "h200_native_timeline_c1a7f57.json"
+TIMELINE_FILE = "h200_native_timeline_phases_0ae9d64.json"  # main at 0ae9d64: the decoder's default shapes
 TIMELINE_COLUMNS = ["launch", "layer", "class", "blocks", "start_us", "wait_us", "end_us"]
 
 
@@ -204,11 +205,14 @@ def step_timeline(root=None, name: str = TIMELINE_FILE) -> pd.DataFrame:
     the launch's layer (-1: the LM head); class: qkv, attn, o, gate_up, down, head. attrs: source, step_us,
     replay_ms (decoder's graph and the stamped one), shapes, and classes (per class, layers 1 .. L-2: lead =
     start minus the predecessor's end, release = wait minus the predecessor's end, body = end minus wait,
-    span = end minus the predecessor's end, µs). Empty without the file."""
+    span = end minus the predecessor's end, µs), attention_phases (a DataFrame: per phase of attention_cl, µs from
+    its wait release, median over blocks and layers, local / global columns; empty where the run did not stamp
+    them). Empty without the file."""
     data = _recorded_json(results_dir(root) / name, name)
     if data is None:
         t = pd.DataFrame(columns=TIMELINE_COLUMNS)
-        t.attrs.update(source="", step_us=float("nan"), replay_ms={}, shapes="", classes={})
+        t.attrs.update(source="", step_us=float("nan"), replay_ms={}, shapes="", classes={},
+                       attention_phases=pd.DataFrame())
         return t
     rows = []
     for r in data["launches"]:
@@ -218,5 +222,6 @@ def step_timeline(root=None, name: str = TIMELINE_FILE) -> pd.DataFrame:
                      "end_us": r["end_last"] / 1e3})
     t = pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
     t.attrs.update(source=name, step_us=float(data["step_us"]), replay_ms=data["replay_ms_median"],
-                   shapes=data["shapes"], classes=data["classes_us"])
+                   shapes=data["shapes"], classes=data["classes_us"],
+                   attention_phases=pd.DataFrame(data.get("attention_phases_by_kind_us", {})))
     return t
