@@ -283,6 +283,18 @@ plots_native.plot_step_timeline(timeline, layers=TIMELINE_LAYERS)
 plt.show()
 
 # %% [markdown]
+# A layer's span per class beside one kernel's plain read of the same weights (the stream probe above), and the
+# step that would follow if every layer GEMV streamed at that rate while attention and the LM head took what they
+# take now: the distance a faster GEMV alone could close, against issue 16's 0.70 ms target.
+
+# %%
+budget = results_native.layer_budget()
+print("source:", budget.attrs["source"])
+display(budget.round(2))
+print(f"{budget.attrs['layers']} layers + LM head {budget.attrs['head_us']:.1f} us: stamped step "
+      f"{budget.attrs['step_ms']:.3f} ms; at the plain-read rate {budget.attrs['at_plain_read_ms']:.3f} ms")
+
+# %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot; a failing run shows its error
 # as one line under the button. On CPU only the tiny preset and the resident mode exist; with a GPU, cuda

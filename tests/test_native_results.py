@@ -279,6 +279,27 @@ def test_step_timeline_reads_launches_and_classes(tmp_path):
     assert list(ph.columns) == ["local", "global"] and ph.loc["keys", "global"] == 2.4
 
 
+def test_layer_budget_sums_plain_reads_and_attention_over_the_layers(tmp_path):
+    _timeline(tmp_path / R.TIMELINE_FILE)  # 4 layers; classes: qkv span 3.4, head 140.4 (attn: none recorded)
+    data = json.loads((tmp_path / R.TIMELINE_FILE).read_text())
+    data["classes_us"].update({c: {"lead": 0, "release": 0.4, "body": s - 0.4, "span": s}
+                               for c, s in (("attn", 6.0), ("o", 1.5), ("gate_up", 11.0), ("down", 5.5))})
+    (tmp_path / R.TIMELINE_FILE).write_text(json.dumps(data))
+    us = lambda u, mb: {"us": u, "tb_s": mb / u}  # noqa: E731
+    _probe(tmp_path / R.PROBE_FILE, {p: {"bytes": mb * 1e6, "rd4 x1": us(u, mb), "rd8 x2": us(u + 1, mb),
+                                         "gemv": us(u + 2, mb)}
+                                     for p, mb, u in (("qkv", 3.5, 1.7), ("o", 2.4, 1.6), ("gate_up", 32, 8.5),
+                                                      ("down", 16, 5.0))})
+    b = R.layer_budget(tmp_path)
+    assert list(b["class"]) == list(R.BUDGET_CLASSES) and b.set_index("class").loc["gate_up", "plain_read_us"] == 8.5
+    assert np.isnan(b.set_index("class").loc["attn", "plain_read_us"]) and b.attrs["layers"] == 4
+    # 4 x (1.7 + 1.6 + 8.5 + 5.0 + attention's 6.0) + the head's 140.4 us
+    assert b.attrs["at_plain_read_ms"] == pytest.approx((4 * 22.8 + 140.4) / 1e3)
+    assert b.attrs["head_us"] == 140.4 and R.PROBE_FILE in b.attrs["source"]
+    (tmp_path / "none").mkdir()
+    assert R.layer_budget(tmp_path / "none").empty  # neither file: nothing stands in
+
+
 def test_step_timeline_without_the_file_is_empty(tmp_path):
     t = R.step_timeline(tmp_path)
     assert t.empty and t.attrs["source"] == "" and t.attrs["attention_phases"].empty

@@ -13,6 +13,9 @@
                                per launch its first block's start, first wait release and last end (µs); per kernel
                                class its lead, release, body and span in attrs["classes"]; attention's phases by
                                layer kind in attrs["attention_phases"] where the run stamped them
+    layer_budget(root=None)    a layer's span per kernel class (step_timeline) beside one kernel's plain read of
+                               that class's weights (read_rates), and what a step would take if every GEMV ran at
+                               that read rate with attention and the LM head as measured
 
 Sources, first found wins: `h200_native_ncu_gemma3-1b.json` (scripts/h200_native_ncu.py: both steps under
 Nsight Compute in one run at one KV capacity, caches and clocks as found, plus both replayed steps and the
@@ -225,3 +228,35 @@ def step_timeline(root=None, name: str = TIMELINE_FILE) -> pd.DataFrame:
                    shapes=data["shapes"], classes=data["classes_us"],
                    attention_phases=pd.DataFrame(data.get("attention_phases_by_kind_us", {})))
     return t
+
+
+BUDGET_CLASSES = ("qkv", "attn", "o", "gate_up", "down")  # a layer's launches, in order
+
+
+def layer_budget(root=None) -> pd.DataFrame:
+    """Per kernel class of a layer (BUDGET_CLASSES): span_us (step_timeline's median span of a layer), MB and
+    plain_read_us (read_rates: the fastest plain streaming read of that projection by one kernel; attention: NaN,
+    it streams no weights). attrs: source, layers (the timeline's), head_us (the LM head's span), step_ms (the
+    stamped step), and at_plain_read_ms = layers x (sum of the GEMVs' plain reads + attention's span) + head_us:
+    the step if every layer GEMV streamed at one kernel's plain-read rate and attention and the head took what
+    they take now. Empty without both files."""
+    t, r = step_timeline(root), read_rates(root)
+    cols = ["class", "span_us", "MB", "plain_read_us"]
+    if t.empty or r.empty:
+        out = pd.DataFrame(columns=cols)
+        out.attrs.update(source="", layers=0, head_us=float("nan"), step_ms=float("nan"),
+                         at_plain_read_ms=float("nan"))
+        return out
+    plain = r[r["reader"] == "plain read"].set_index("projection")
+    classes = t.attrs["classes"]
+    rows = [{"class": c, "span_us": float(classes[c]["span"]),
+             "MB": float(plain.loc[c, "MB"]) if c in plain.index else float("nan"),
+             "plain_read_us": float(plain.loc[c, "us"]) if c in plain.index else float("nan")}
+            for c in BUDGET_CLASSES]
+    out = pd.DataFrame(rows, columns=cols)
+    layers = int(t["layer"].max()) + 1
+    head_us = float(classes["head"]["span"])
+    per_layer = out["plain_read_us"].sum() + float(classes["attn"]["span"])  # NaN-skipping sum: the GEMVs
+    out.attrs.update(source=f"{t.attrs['source']} + {r.attrs['source']}", layers=layers, head_us=head_us,
+                     step_ms=t.attrs["step_us"] / 1e3, at_plain_read_ms=float(layers * per_layer + head_us) / 1e3)
+    return out
