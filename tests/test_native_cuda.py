@@ -374,12 +374,17 @@ def image():
 
 
 def _native_run(pipe, x, steps, params=None):
-    """Tokens and the logits each token after the first was picked from (the decoder's logits buffer)."""
+    """Tokens and the logits each token after the first was picked from (the decoder's logits buffer), read
+    through the plain loop (with lookahead the buffer may already hold the next step's row)."""
     dec = pipe.decoder
     toks, logits = [], []
-    for tok in dec.generate(x, steps, Sampler(params or SamplingParams())):
-        toks.append(tok)
-        logits.append(dec.logits.get().astype(np.float64) if len(toks) > 1 else None)
+    ahead, dec.lookahead = dec.lookahead, False
+    try:
+        for tok in dec.generate(x, steps, Sampler(params or SamplingParams())):
+            toks.append(tok)
+            logits.append(dec.logits.get().astype(np.float64) if len(toks) > 1 else None)
+    finally:
+        dec.lookahead = ahead
     return toks, logits
 
 
@@ -554,17 +559,32 @@ def test_native_sampling(folders, image):
     assert a == b and a != greedy and all(0 <= t < preset("tiny").vocab_size for t in a)
 
 
-@pytest.mark.parametrize("sync_every,lookahead", [(1, True), (5, False)])
-def test_native_loop_variants_give_the_same_tokens(folders, image, sync_every, lookahead):
-    """The id ring read each token while the next step runs (lookahead), or every 5 tokens: same tokens, greedy
-    and seeded sampling, as the plain loop."""
+@pytest.mark.parametrize("sync_every", [1, 5])
+def test_native_loop_variants_give_the_same_tokens(folders, image, sync_every):
+    """The plain loop (each token read before the next step is queued) and the id ring read every 5 tokens: the
+    same tokens, greedy and seeded sampling, as the default loop (lookahead: each token read while the next
+    step runs)."""
     base = vlmdecode.load(folders["fused16"], "cuda", "native")
-    other = vlmdecode.load(folders["fused16"], "cuda", "native", sync_every=sync_every, lookahead=lookahead)
+    assert base.decoder.lookahead and base.decoder.sync_every == 1
+    other = vlmdecode.load(folders["fused16"], "cuda", "native", sync_every=sync_every, lookahead=False)
     for kw in ({}, dict(do_sample=True, temperature=1.3, seed=5)):
         want = base.generate(PROMPT, image=image, max_new_tokens=33, stop=(), **kw)
         got = other.generate(PROMPT, image=image, max_new_tokens=33, stop=(), **kw)
         assert got.tokens == want.tokens, kw
     assert got.counters["replayed"] == 2 * 32 and got.counters["captured"] == 2  # greedy graph + body graph
+
+
+def test_native_lookahead_stop_then_the_next_generation(folders, image):
+    """A stop id ends a generation while lookahead has the next step queued: the tokens up to and with the stop
+    id as the full run's; that step ran (one replay more), and the next generation starts over from its prefill
+    with the full run's tokens."""
+    pipe = vlmdecode.load(folders["fused16"], "cuda", "native")
+    full = pipe.generate(PROMPT, image=image, max_new_tokens=16, stop=()).tokens
+    before = pipe.decoder.counters()["replayed"]
+    cut = pipe.generate(PROMPT, image=image, max_new_tokens=16, stop=(full[5],)).tokens
+    n = full.index(full[5]) + 1
+    assert cut == full[:n] and pipe.decoder.counters()["replayed"] == before + n
+    assert pipe.generate(PROMPT, image=image, max_new_tokens=16, stop=()).tokens == full
 
 
 def test_native_device_memory_flat(folders, image):

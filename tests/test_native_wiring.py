@@ -95,9 +95,9 @@ def folders(tmp_path_factory):
             for name, kw in CONFIGS.items() for layout in ("unfused", "fused-cuda")}
 
 
-def _decoder(folder, shapes=None, sync_every=3, prefill="onnxruntime"):
+def _decoder(folder, shapes=None, sync_every=3, prefill="onnxruntime", **options):
     dec = ND.build(ModelFolder.load(folder), FakeDevice(), "native", sync_every=sync_every, shapes=shapes,
-                   prefill=prefill)
+                   prefill=prefill, **options)
     dec.ort.ref = NumpyDecoder(dec.plan, dec.max_length, np.float64)
     return dec
 
@@ -110,7 +110,8 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     if variant != "default":  # attention_cl, finer split-K, another head shape
         shapes = K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_threads=128, slice_target=640,
                           head=(4, 2), gate_up=(8, 4))
-    dec = _decoder(folders[config, layout], shapes, sync_every=1)  # each token read before the next step
+    # each token read before the next step is queued (lookahead off): dec.logits are that token's row
+    dec = _decoder(folders[config, layout], shapes, sync_every=1, lookahead=False)
     plan, steps = dec.plan, 12
     assert dec.kernels_per_step() == 5 * plan.num_layers + 2 and dec.counters()["kernels_per_step"] == len(dec.body) + 1
     ids = prompt_ids(10)
@@ -143,9 +144,16 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     batched = _decoder(folders[config, layout], shapes, sync_every=3)
     assert list(batched.generate(x, steps, Sampler(SamplingParams()))) == toks
     ahead = _decoder(folders[config, layout], shapes, sync_every=1)
-    ahead.lookahead = True
+    assert ahead.lookahead  # the default
     assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks
     assert ahead.counters()["replayed"] == steps - 1 and len(ahead.transfers.steps) == steps
+    # a caller that stops after 4 tokens: lookahead has queued the step after the 4th (one extra replay, the KV
+    # one position on); the next generation starts over from its prefill and gives the same tokens
+    gen = ahead.generate(x, steps, Sampler(SamplingParams()))
+    assert [next(gen) for _ in range(4)] == toks[:4]
+    gen.close()
+    assert ahead.counters()["replayed"] == (steps - 1) + 4 and ahead.position == 10 + 4
+    assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks
 
 
 def test_host_fed_step_and_rebuild(fake, folders):
@@ -172,7 +180,8 @@ def test_windowed_ring_follows_numpy_exec(fake, folders, prompt):
     plan = ND.folder_plan(ModelFolder.load(folder))
     FakeOrt.capacities = [L.window or ModelFolder.load(folder).max_length for L in plan.layers]
     try:
-        dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2, attn_threads=128), sync_every=1)
+        dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2, attn_threads=128), sync_every=1,
+                       lookahead=False)  # dec.logits read per token
     finally:
         FakeOrt.capacities = None
     assert dec.ring_layers == [i for i, L in enumerate(plan.layers) if L.window] and dec.ring_layers
@@ -232,7 +241,7 @@ def test_native_prefill_follows_numpy_exec(fake, folders, config, layout, S, sub
     """The prefill's GEMMs (column-major cuBLAS calls), row kernels and the hand-off to the step's head: the last
     position's logits, every KV row and the decode steps after it follow numpy_exec's float64 run (text/: a
     decoder driven by input_ids, the table gathered by the prefill's first kernel)."""
-    dec = _decoder(folders[config, layout] / sub, sync_every=1, prefill="native")
+    dec = _decoder(folders[config, layout] / sub, sync_every=1, prefill="native", lookahead=False)  # logits per token
     assert dec.plan.drive == ("ids" if sub else "embeds")
     plan, ref = dec.plan, NumpyDecoder(dec.plan, dec.max_length, np.float64)
     table = np.asarray(dec.table)

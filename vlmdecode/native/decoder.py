@@ -19,9 +19,11 @@
               head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
               advance: the token -> its embedding row into the step's input, the id ring, the position.
               The whole step (greedy: with advance) is captured ONCE per decoder as a CUDA graph
-              (CuPy stream capture) and replayed every token; the host reads the id ring every
-              `sync_every` tokens. Sampling replays the step without advance, draws with the package's
-              CuPy sampler (as device mode) and launches advance with the drawn id, uncaptured.
+              (CuPy stream capture) and replayed every token. By default (lookahead, sync_every 1) step
+              t + 1 is queued before token t is read, so the GPU never waits on the host between tokens;
+              lookahead=False: the host reads the id ring every `sync_every` tokens. Sampling replays
+              the step without advance, draws with the package's CuPy sampler (as device mode) and
+              launches advance with the drawn id, uncaptured.
 
 The residual stream is fp32 in two ping-pong buffers (a kernel never writes the buffer it reads). A
 plan the kernels cannot run (dtype, shapes, windowed-KV capacities) is a PlanError; there is no
@@ -84,7 +86,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
     mode = "native"
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
-                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = False,
+                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = True,
                  prefill: str = "native", ort: CudaDecoder | None = None):
         import cupy
 
@@ -114,8 +116,10 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                 f"positions; the native step needs max_length={self.max_length} or the layer's window")
         self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
         self.prefill_buffers = self.ort.prefill_buffers  # the prompt path stages prompts there (prompt_path)
-        # lookahead (sync_every 1): step t+1 is queued before token t is read (on a second stream, after an
-        # event), so the GPU never waits for the host between tokens; one extra step runs if the caller stops
+        # lookahead (sync_every 1, the default): step t+1 is queued before token t is read (on a second stream,
+        # after an event), so the GPU never waits for the host between tokens; one extra step runs if the caller
+        # stops early (the next prefill starts over), and `logits` may already hold step t+1's row when token t
+        # is yielded: lookahead=False for a caller that reads them per token
         self.sync_every, self.lookahead = sync_every, lookahead
         self.ring_len = max(2, sync_every)  # ids slot n % ring_len; lookahead reads one slot while the next fills
         self.copy_stream = cupy.cuda.Stream(non_blocking=True)

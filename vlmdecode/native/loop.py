@@ -1,5 +1,6 @@
 """The native decoder's device loop (a mixin of `native.decoder.NativeDecoder`): token ids out of the id ring
-the advance kernel writes, every `sync_every` tokens, or one at a time while the next step runs (lookahead).
+the advance kernel writes one at a time while the next step runs (lookahead, the default), or every `sync_every`
+tokens.
 
 What it is: `generate` (the decoders.base contract) and its two loop orderings over `NativeDecoder`'s replays.
 What it is not: the step, the prefill or the first pick (`native.decoder`).
