@@ -305,6 +305,24 @@ def test_device_mode_sync_every(folders, image, sync_every, sampled):
     assert sorted(s.seconds for s in r.steps[1:])[len(r.steps) // 2] < max(s.seconds for s in r.steps[1:])
 
 
+@pytest.mark.parametrize("sampled", [False, True], ids=["greedy", "sampled"])
+def test_device_mode_lookahead_is_the_default_and_changes_no_token(folders, image, sampled):
+    """The default loop reads each token while the next step runs (decoders.token_ring); the plain loop
+    (lookahead=False) gives the same tokens. A stop id ends a generation with the next step queued (one run more)
+    and the next generation starts over from its prefill."""
+    kw = dict(seed=5, **SAMPLED) if sampled else {}
+    p = vlmdecode.load(folders["fp16"], "cuda", "device")
+    plain = vlmdecode.load(folders["fp16"], "cuda", "device", lookahead=False)
+    assert p.decoder.lookahead and not plain.decoder.lookahead
+    full = p.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=(), **kw).tokens
+    assert full == plain.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=(), **kw).tokens
+    before = p.decoder.steps_run
+    cut = p.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=(full[5],), **kw).tokens
+    n = full.index(full[5]) + 1
+    assert cut == full[:n] and p.decoder.steps_run == before + n  # n - 1 runs fed back, one queued ahead
+    assert p.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=(), **kw).tokens == full
+
+
 @pytest.mark.parametrize("mode", ["eager", "graph", "device"])
 def test_stream_and_generate_from_embeds(folders, image, mode):
     p = vlmdecode.load(folders["fp16"], "cuda", mode)

@@ -11,7 +11,8 @@
 
 CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so kernels and
 replays are ordered without host syncs: a replay runs with `disable_synchronize_execution_providers`
-and device mode syncs only when it reads token ids (every `sync_every` tokens). Runs that execute the
+and device mode syncs only when it reads token ids (decoders.token_ring: by default each token while the next
+step runs, `lookahead`; lookahead=False: every `sync_every` tokens). Runs that execute the
 graph's nodes (eager mode, a graph id's capturing run) let onnxruntime sync at their end: that
 is where it frees their CPU staging; deferred (no sync), onnxruntime 1.31 queues the release with
 cudaLaunchHostFunc, which failed on the H200 (CUDA error 201, logged by onnxruntime, eager mode).
@@ -60,6 +61,7 @@ from ..sessions import _preload_cuda_libraries, check_cuda, make_session
 from .base import PREFILLS, BoundDecoder, DecoderError
 from .cuda_device import DeviceLoop
 from .cuda_kernels import MAX_SUPPRESS, argmax_blocks, device_kernels  # noqa: F401 -- native imports them here
+from .token_ring import check_sync_every
 
 MODES = tuple(m for m in modes.on("cuda", "pipeline") if modes.get(m).factory == "vlmdecode.decoders.cuda:build")
 EMBED_VIA = ("gather", "session")
@@ -93,7 +95,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
     def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
                  max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
                  profile_prefix: str | None = None, graph_per_generation: bool = False, time_steps: bool = False,
-                 provider_options: dict | None = None, prefill: str = "onnxruntime"):
+                 provider_options: dict | None = None, prefill: str = "onnxruntime", lookahead: bool = True):
         import cupy
 
         self.cp = cupy
@@ -103,8 +105,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
         self.mode = check_mode(mode, folder)
         if embed_via not in EMBED_VIA:
             raise ValueError(f"embed_via must be one of {EMBED_VIA}, got {embed_via!r}")
-        if sync_every < 1:
-            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        check_sync_every(sync_every)
         if prefill not in PREFILLS:
             raise ValueError(f"prefill must be one of {PREFILLS}, got {prefill!r}")
         self.embed_via, self.sync_every = embed_via, sync_every
@@ -128,7 +129,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
             self.captured = self.replayed = 0
             self.generations = 0
             if mode == "device":
-                self._init_device_loop()
+                self._init_device_loop(lookahead)
         self.stream.synchronize()
         self.native = None  # prefill="native": the recognised plan's prefill into this decoder's KV (native.prefill)
         if prefill == "native":
@@ -290,7 +291,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
     # ---- decode loops ----------------------------------------------------------------------------
     def generate(self, x, max_new_tokens: int, sampler: Sampler):
         """Token ids (decoders.base contract). Modes eager/graph: the host loop. Mode device: everything but
-        the ids stays on the GPU; the host reads the ring every `sync_every` tokens (the only sync)."""
+        the ids stays on the GPU; the host reads the id ring as decoders.token_ring says (the only syncs)."""
         if self.mode != "device":
             return super().generate(x, max_new_tokens, sampler)
         return self._device_generate(x, max_new_tokens, sampler)

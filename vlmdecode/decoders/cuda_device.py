@@ -2,8 +2,9 @@
 
 Per token: the decoder's run, then two launches (cuda_kernels: argmax over the step's logits, or a CuPy
 Philox draw by sample_unchecked; then `advance`, which writes the token's embedding, position_ids and the mask
-slot into the decoder's bound inputs and the token into a ring); the host reads the ring every `sync_every`
-tokens (the only sync). Kernel argument lists are built once. Not here: the decoder's buffers, graph ids and
+slot into the decoder's bound inputs and the token into a ring slot); the host reads the ring as
+`decoders.token_ring` says (by default each token while the next step runs; lookahead=False: every `sync_every`
+tokens, the only syncs). Kernel argument lists are built once. Not here: the decoder's buffers, graph ids and
 run options (decoders.cuda), the host-sampling step (decoders.cuda, decoders.base).
 """
 
@@ -11,22 +12,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..buffers import Buffer, allocate, host_array
-from ..sampling import NonFiniteLogitsError, Sampler, sample_unchecked
+from ..buffers import Buffer, allocate
+from ..sampling import Sampler, sample_unchecked
 from ..sessions import make_session
 from .cuda_kernels import MAX_SUPPRESS, argmax_blocks, device_kernels
+from .token_ring import TokenRing
 
 
-class DeviceLoop:
+class DeviceLoop(TokenRing):
     """CudaDecoder's device mode (module docstring); uses the decoder's buffers, stream and run_step."""
 
-    def _init_device_loop(self) -> None:
+    def _init_device_loop(self, lookahead: bool) -> None:
         info = self.info
         self._partial, self._kernel = device_kernels(self.dtype)
         self._nparts = argmax_blocks(self.vocab)
         self._part_v = allocate((self._nparts,), np.float32, self.device)
         self._part_i = allocate((self._nparts,), np.int64, self.device)
-        self.ring = allocate((self.sync_every,), np.int64, self.device)
+        self._init_ring(self.sync_every, lookahead)
         self.t_dev = allocate((1,), np.int64, self.device)
         self.table = None
         self.embed_session = None
@@ -57,8 +59,7 @@ class DeviceLoop:
                     np.uint64(id_out), np.uint64(self.ring.ptr), np.int32(slot), np.uint64(self.pos_step.ptr),
                     np.uint64(self.mask.ptr), np.uint64(self.t_dev.ptr))
 
-        self._advance_args = {g: [advance_args(g, k) for k in range(self.sync_every)] for g in (0, self.given.ptr)}
-        self.ring_host = host_array(self.sync_every, np.int64, self.device)
+        self._advance_args = {g: [advance_args(g, k) for k in range(self.ring_len)] for g in (0, self.given.ptr)}
         # device mode's decode step moves no input bytes; each token's id comes back (8 bytes, read k at a time)
         self.step_bytes = self.transfers.fixed([("d2h", 8, "token")])
 
@@ -113,7 +114,7 @@ class DeviceLoop:
             self.embed_session.run_with_iobinding(self.embed_io, self.embed_ro)
 
     def _device_generate(self, x, max_new_tokens: int, sampler: Sampler):
-        k, tr = self.sync_every, self.transfers
+        tr = self.transfers
         with self.generation():
             tr.steps.clear()
             with self.stream:
@@ -126,22 +127,11 @@ class DeviceLoop:
                 tr.note("d2h", 8, "token")
                 tr.end()
                 self._pick(logits, last, 0, sampler, 0)
-            pending, done = 1, 0
-            while True:
-                if pending == k or done + pending == max_new_tokens:
-                    with self.stream:
-                        ids = self.ring.copy_to_host(pending, 0, self.ring_host[:pending]).tolist()  # the sync
-                    for i, tok in enumerate(ids):
-                        if tok < 0:
-                            raise NonFiniteLogitsError(
-                                f"non-finite logits at step {done + i}: NaN or +inf, or every logit -inf", done + i,
-                                (0,))
-                        yield tok
-                    done, pending = done + pending, 0
-                    if done == max_new_tokens:
-                        return
-                with self.stream:
-                    self.run_step()  # replay (no host feed: the kernel wrote the inputs)
-                    self._pick(self.logits_step, 0, pending, sampler, done + pending)
-                tr.add(self.step_bytes)
-                pending += 1
+            yield from self._ring_tokens(max_new_tokens, sampler)
+
+    def _queue_step(self, sampler: Sampler, step: int) -> None:
+        """The run that picks token `step` into ring slot step % ring_len (no host sync)."""
+        with self.stream:
+            self.run_step()  # replay (no host feed: the kernel wrote the inputs)
+            self._pick(self.logits_step, 0, step % self.ring_len, sampler, step)
+        self.transfers.add(self.step_bytes)

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..buffers import allocate, host_array
+from ..buffers import host_array
 from ..decoders.base import PREFILLS, Decoder, DecoderError, check_max_length
 from ..decoders.cuda import MAX_SUPPRESS, CudaDecoder, argmax_blocks, device_kernels
+from ..decoders.token_ring import check_sync_every
 from ..modelfolder import ModelFolder
 from ..sampling import Sampler, sample_unchecked
 from . import kernels as K
@@ -91,8 +92,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         import cupy
 
         self.cp = cupy
-        if sync_every < 1:
-            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        check_sync_every(sync_every)
         if prefill not in PREFILLS:
             raise ValueError(f"prefill must be one of {PREFILLS}, got {prefill!r}")
         plan = folder_plan(folder) if plan is None else plan
@@ -116,15 +116,10 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                 f"positions; the native step needs max_length={self.max_length} or the layer's window")
         self.stream, self.stream_ptr = self.ort.stream, self.ort.stream_ptr
         self.prefill_buffers = self.ort.prefill_buffers  # the prompt path stages prompts there (prompt_path)
-        # lookahead (sync_every 1, the default): step t+1 is queued before token t is read (on a second stream,
-        # after an event), so the GPU never waits for the host between tokens; one extra step runs if the caller
-        # stops early (the next prefill starts over), and `logits` may already hold step t+1's row when token t
-        # is yielded: lookahead=False for a caller that reads them per token
-        self.sync_every, self.lookahead = sync_every, lookahead
-        self.ring_len = max(2, sync_every)  # ids slot n % ring_len; lookahead reads one slot while the next fills
-        self.copy_stream = cupy.cuda.Stream(non_blocking=True)
+        # the id ring (decoders.token_ring). lookahead (the default): `logits` may already hold step t+1's row when
+        # token t is yielded: lookahead=False for a caller that reads them per token
+        self._init_ring(sync_every, lookahead)
         self.captured = self.replayed = self.generations = self.uncaptured_steps = 0
-        self.ring_host = host_array(self.ring_len, np.int64, self.device)
         # SamplingParams.suppress staged in page-locked memory: a pageable upload would wait for the stream (the
         # prompt's vision and embedding runs) before the prefill is even queued
         self.suppress_host = host_array(MAX_SUPPRESS, np.int64, self.device)
@@ -200,7 +195,6 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         self.m, self.dpart = z(plan.intermediate), z((self.ksd, H))
         self.logits = z(plan.vocab, cp.float16)
         self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
-        self.ring = allocate((self.ring_len,), np.int64, self.device)
         self.n_dev, self.pos, self.t_dev, self.given = (z(1, cp.int64) for _ in range(4))
         self.suppress, self.n_suppress = z(MAX_SUPPRESS, cp.int64), z(1, cp.int32)  # SamplingParams.suppress
 
