@@ -270,10 +270,11 @@ def test_profile_generation_device_times(folders):
         df = profile_generation(p, context=32, new_tokens=12)
         dev = df["device_ms"].iloc[1:]
         assert len(df) == 12 and df["device_ms"].isna().iloc[0] and (dev > 0).all(), (mode, df)
-        # the host time around the run that produced token i: its own record, and with queue_ahead (graph) the
-        # previous record too (where that run was launched) and the detokenizer between them
+        # the host time around the run that produced token i: its own record, and with queue_ahead (graph) or
+        # device mode's lookahead (decoders.token_ring) the previous record too (where that run was launched) and
+        # the detokenizer between them
         host = df["ms"]
-        if p.decoder.queue_ahead:
+        if p.decoder.queue_ahead or (mode == "device" and p.decoder.lookahead):
             host = host + (df["ms"] + df["detok_seconds"] * 1e3).shift(1)
         assert (dev <= host.iloc[1:] * 1.5 + 0.05).all(), (mode, df[["ms", "device_ms"]])
 
