@@ -1,0 +1,13 @@
+#!/bin/bash
+# run through req.sh final_la from the snapshot .gpuwt/final_la (branch lookahead a2ab182): every CUDA test with GPU
+# coverage, then the tiny bench table (graph, device, native, genai graph)
+export PYTHONUNBUFFERED=1
+O=$OUT; mkdir -p $O/b
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > /tmp/gpu_info.txt
+timeout 330 python3 -m pytest -m cuda tests/ --ignore=tests/test_plots.py -q -p no:cacheprovider -o addopts="" -rf \
+  --cov=vlmdecode --cov-config=.ci/coverage-gpu.toml --cov-report=term-missing \
+  --junitxml="$O/h200_gpu_tests.xml" 2>&1 | grep -v "plugin EP" | cat /tmp/gpu_info.txt - > "$O/h200_gpu_test_log.txt"
+grep -E "^(FAILED|ERROR)|passed|failed|decoders/cuda|native/decoder|native/loop|^TOTAL" "$O/h200_gpu_test_log.txt" | tail -20
+timeout 150 python3 -m vlmdecode.cli bench run --presets tiny --devices cuda --contexts 128 --modes graph device native \
+  genai-graph --layouts fused-cuda --new-tokens 64 --repeats 5 --tag h200_native_bench_tiny --out "$O/b" 2>&1 \
+  | grep -v "plugin EP" | tail -n 6
