@@ -33,9 +33,6 @@ class TokenRing:
         self.ring_host = host_array(self.ring_len, np.int64, self.device)
         self.copy_stream = self.cp.cuda.Stream(non_blocking=True)
 
-    def _queue_step(self, sampler: Sampler, step: int) -> None:
-        raise NotImplementedError
-
     @staticmethod
     def _check(tok: int, step: int) -> int:
         if tok < 0:
