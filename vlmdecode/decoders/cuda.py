@@ -108,7 +108,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
         check_sync_every(sync_every)
         if prefill not in PREFILLS:
             raise ValueError(f"prefill must be one of {PREFILLS}, got {prefill!r}")
-        self.embed_via, self.sync_every = embed_via, sync_every
+        self.embed_via = embed_via
         self.queue_ahead = mode == "graph"  # decoders.base; device mode has its own loop (module docstring)
         # False (default): one gpu_graph_id for the decoder's life, captured once (module docstring)
         self.graph_per_generation = graph_per_generation
@@ -129,7 +129,7 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
             self.captured = self.replayed = 0
             self.generations = 0
             if mode == "device":
-                self._init_device_loop(lookahead)
+                self._init_device_loop(sync_every, lookahead)  # sets sync_every, lookahead (token_ring)
         self.stream.synchronize()
         self.native = None  # prefill="native": the recognised plan's prefill into this decoder's KV (native.prefill)
         if prefill == "native":

@@ -22,13 +22,13 @@ from .token_ring import TokenRing
 class DeviceLoop(TokenRing):
     """CudaDecoder's device mode (module docstring); uses the decoder's buffers, stream and run_step."""
 
-    def _init_device_loop(self, lookahead: bool) -> None:
+    def _init_device_loop(self, sync_every: int, lookahead: bool) -> None:
         info = self.info
         self._partial, self._kernel = device_kernels(self.dtype)
         self._nparts = argmax_blocks(self.vocab)
         self._part_v = allocate((self._nparts,), np.float32, self.device)
         self._part_i = allocate((self._nparts,), np.int64, self.device)
-        self._init_ring(self.sync_every, lookahead)
+        self._init_ring(sync_every, lookahead)
         self.t_dev = allocate((1,), np.int64, self.device)
         self.table = None
         self.embed_session = None
