@@ -23,7 +23,6 @@ Usage: OUT=/tmp/out python3 scripts/h200_native.py [--skip-1b]        (a)-(d)
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -104,7 +103,7 @@ def parity(pipe, x, steps, reference=None, ids=None, feats=None):
     toks, nlog = [], []
     image_token = getattr(dec.folder, "image_token_id", None)  # not embeddable without image features: never picked
     params = SamplingParams(suppress=() if image_token is None else (int(image_token),))
-    with loop(dec, lookahead=False):  # the logits buffer read per token: the plain loop
+    with dec.loop_order(lookahead=False):  # the logits buffer read per token: the plain loop
         for tok in dec.generate(x, steps, Sampler(params)):
             toks.append(tok)
             nlog.append(dec.logits.get().astype(np.float64) if len(toks) > 1 else None)
@@ -269,20 +268,10 @@ def timing_gemma(shapes=None, modes=("device", "graph"), rounds=5, context=CONTE
     return out
 
 
-@contextlib.contextmanager
-def loop(dec, lookahead: bool):
-    """The native decoder with its lookahead loop on (the next step queued before the token is read) or off."""
-    was, dec.lookahead = dec.lookahead, lookahead
-    try:
-        yield dec
-    finally:
-        dec.lookahead = was
-
-
 def with_loop(once, dec, lookahead: bool):
-    """once() through loop(dec, lookahead)."""
+    """once() with the decoder's ring read in that order (decoders.token_ring's loop_order)."""
     def run():
-        with loop(dec, lookahead):
+        with dec.loop_order(lookahead):
             return once()
     return run
 

@@ -378,13 +378,10 @@ def _native_run(pipe, x, steps, params=None):
     through the plain loop (with lookahead the buffer may already hold the next step's row)."""
     dec = pipe.decoder
     toks, logits = [], []
-    ahead, dec.lookahead = dec.lookahead, False
-    try:
+    with dec.loop_order(lookahead=False):
         for tok in dec.generate(x, steps, Sampler(params or SamplingParams())):
             toks.append(tok)
             logits.append(dec.logits.get().astype(np.float64) if len(toks) > 1 else None)
-    finally:
-        dec.lookahead = ahead
     return toks, logits
 
 

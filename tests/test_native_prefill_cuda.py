@@ -97,12 +97,12 @@ def test_native_prefill_tokens_near_float64(folders, layout):
     a, b = _pair(folders[layout])
     ids, _ = b.prepare(PROMPT, image)
     dec = b.decoder
-    dec.lookahead = False  # the logits buffer read per token: the plain loop
     toks, logits = [], []
     x = b.prompt.embed(ids, b.prompt.image_features(b.pixel_values(image)))
-    for tok in dec.generate(x, n, Sampler(SamplingParams())):
-        toks.append(tok)
-        logits.append(dec.logits.get().astype(np.float64))
+    with dec.loop_order(lookahead=False):  # the logits buffer read per token: the plain loop
+        for tok in dec.generate(x, n, Sampler(SamplingParams())):
+            toks.append(tok)
+            logits.append(dec.logits.get().astype(np.float64))
     want = a.generate(PROMPT, image=image, max_new_tokens=n, stop=(), suppress_tokens=()).tokens
     ref = Reference.load(folders[layout])
     feats = ref.vision(b.processor.preprocess([image], dtype=np.float32).astype(np.float64))

@@ -145,14 +145,17 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     assert list(batched.generate(x, steps, Sampler(SamplingParams()))) == toks
     ahead = _decoder(folders[config, layout], shapes, sync_every=1)
     assert ahead.lookahead  # the default
+    with ahead.loop_order(lookahead=False):  # the plain loop for one block of calls, then the default again
+        assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks and not ahead.lookahead
+    assert ahead.lookahead and ahead.counters()["replayed"] == steps - 1
     assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks
-    assert ahead.counters()["replayed"] == steps - 1 and len(ahead.transfers.steps) == steps
+    assert ahead.counters()["replayed"] == 2 * (steps - 1) and len(ahead.transfers.steps) == steps
     # a caller that stops after 4 tokens: lookahead has queued the step after the 4th (one extra replay, the KV
     # one position on); the next generation starts over from its prefill and gives the same tokens
     gen = ahead.generate(x, steps, Sampler(SamplingParams()))
     assert [next(gen) for _ in range(4)] == toks[:4]
     gen.close()
-    assert ahead.counters()["replayed"] == (steps - 1) + 4 and ahead.position == 10 + 4
+    assert ahead.counters()["replayed"] == 2 * (steps - 1) + 4 and ahead.position == 10 + 4
     assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks
 
 

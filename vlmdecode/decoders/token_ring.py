@@ -4,13 +4,16 @@ slot n % ring_len of a small device ring; the host reads the ring every `sync_ev
 tokens. A consumer that stops early then leaves that one queued step run: the KV is one position past the last
 token fed back and the next prefill starts over (decoders.base's queue_ahead, the same rule).
 
-What it is: `TokenRing`, a mixin with `_init_ring` (the ring, its page-locked host copy, a copy stream) and
-`_ring_tokens` (the ids after the first pick). What it is not: the prefill, the first pick or the step: the decoder
-provides `_queue_step(sampler, step)`, which queues the step that picks token `step` into slot step % ring_len
-without a host sync, and the attributes cp, stream, device and transfers.
+What it is: `TokenRing`, a mixin with `_init_ring` (the ring, its page-locked host copy, a copy stream),
+`_ring_tokens` (the ids after the first pick) and `loop_order(lookahead)` (either order for a block of calls).
+What it is not: the prefill, the first pick or the step: the decoder provides `_queue_step(sampler, step)`, which
+queues the step that picks token `step` into slot step % ring_len without a host sync, and the attributes cp,
+stream, device and transfers.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -27,11 +30,22 @@ def check_sync_every(sync_every: int) -> int:
 
 class TokenRing:
     def _init_ring(self, sync_every: int, lookahead: bool) -> None:
-        self.sync_every, self.lookahead = check_sync_every(sync_every), bool(lookahead)
+        """sync_every: already checked (check_sync_every, before the decoder's set-up)."""
+        self.sync_every, self.lookahead = sync_every, bool(lookahead)
         self.ring_len = max(2, sync_every)  # lookahead reads one slot while the next step fills the other
         self.ring = allocate((self.ring_len,), np.int64, self.device)
         self.ring_host = host_array(self.ring_len, np.int64, self.device)
         self.copy_stream = self.cp.cuda.Stream(non_blocking=True)
+
+    @contextlib.contextmanager
+    def loop_order(self, lookahead: bool):
+        """Generations inside the block read the ring with lookahead on or off (off: a caller that reads the
+        logits buffer per yielded token sees that token's row); the decoder's own setting is restored after."""
+        was, self.lookahead = self.lookahead, bool(lookahead)
+        try:
+            yield self
+        finally:
+            self.lookahead = was
 
     @staticmethod
     def _check(tok: int, step: int) -> int:
