@@ -671,3 +671,17 @@ def test_profile_groups_kernels_by_layer_free_role(folders, tmp_path):
     assert by_op["nodes_per_run"].sum() == pytest.approx(t["nodes_per_run"].sum())
     with pytest.raises(ValueError, match="by must be"):
         node_times(path, "kernel")
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("opts", [{"sync_every": 4}, {"lookahead": False}, {"sync_every": 1, "lookahead": True}])
+def test_cuda_ring_options_only_in_device_mode(fixture_folder, mode, opts):
+    """sync_every and lookahead set device mode's token ring (decoders.token_ring); eager and graph modes have
+    none, so naming either there is an error that says so (checked before any GPU call: it holds on CPU too)."""
+    from vlmdecode.decoders.cuda import CudaDecoder
+    from vlmdecode.modelfolder import ModelFolder
+
+    folder = ModelFolder.load(fixture_folder("tiny", dtype="fp16", attention="gqa", layout="fused-cuda"))
+    with pytest.raises(ValueError, match=f"{' and '.join(opts)} out or use mode='device'") as e:
+        CudaDecoder(folder, "cuda", mode, **opts)
+    assert f"mode {mode!r} runs no device loop" in str(e.value)

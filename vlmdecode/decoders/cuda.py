@@ -12,7 +12,8 @@
 CuPy and onnxruntime share one non-blocking stream (`user_compute_stream`), so kernels and
 replays are ordered without host syncs: a replay runs with `disable_synchronize_execution_providers`
 and device mode syncs only when it reads token ids (decoders.token_ring: by default each token while the next
-step runs, `lookahead`; lookahead=False: every `sync_every` tokens). Runs that execute the
+step runs, `lookahead`; lookahead=False: every `sync_every` tokens; eager and graph modes refuse either
+option, they have no such loop). Runs that execute the
 graph's nodes (eager mode, a graph id's capturing run) let onnxruntime sync at their end: that
 is where it frees their CPU staging; deferred (no sync), onnxruntime 1.31 queues the release with
 cudaLaunchHostFunc, which failed on the H200 (CUDA error 201, logged by onnxruntime, eager mode).
@@ -93,21 +94,27 @@ def check_mode(mode: str, folder: ModelFolder) -> str:
 
 class CudaDecoder(DeviceLoop, BoundDecoder):
     def __init__(self, folder: ModelFolder, device: Device | str, mode: str = "graph", *,
-                 max_length: int | None = None, embed_via: str = "gather", sync_every: int = 1,
+                 max_length: int | None = None, embed_via: str = "gather", sync_every: int | None = None,
                  profile_prefix: str | None = None, graph_per_generation: bool = False, time_steps: bool = False,
-                 provider_options: dict | None = None, prefill: str = "onnxruntime", lookahead: bool = True):
-        import cupy
-
-        self.cp = cupy
+                 provider_options: dict | None = None, prefill: str = "onnxruntime", lookahead: bool | None = None):
         device = parse_device(device)
         if not device.is_cuda:
             raise ValueError(f"CudaDecoder needs a CUDA device, got {device}")
         self.mode = check_mode(mode, folder)
         if embed_via not in EMBED_VIA:
             raise ValueError(f"embed_via must be one of {EMBED_VIA}, got {embed_via!r}")
+        ring = {k: v for k, v in (("sync_every", sync_every), ("lookahead", lookahead)) if v is not None}
+        if ring and self.mode != "device":
+            raise ValueError(f"{', '.join(ring)} set(s) the device mode's token loop (decoders.token_ring); mode "
+                             f"{self.mode!r} runs no device loop: leave {' and '.join(ring)} out or use mode='device'")
+        sync_every = 1 if sync_every is None else sync_every
+        lookahead = True if lookahead is None else lookahead
         check_sync_every(sync_every)
         if prefill not in PREFILLS:
             raise ValueError(f"prefill must be one of {PREFILLS}, got {prefill!r}")
+        import cupy  # after the argument checks, which need no GPU
+
+        self.cp = cupy
         self.embed_via = embed_via
         self.queue_ahead = mode == "graph"  # decoders.base; device mode has its own loop (module docstring)
         # False (default): one gpu_graph_id for the decoder's life, captured once (module docstring)
