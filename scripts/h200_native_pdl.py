@@ -10,7 +10,8 @@ back (per token), and the pipeline's steady per-token time (bench.pipeline_once)
 rounds; the copy bandwidth and the floor of this run; greedy tokens of every variant over 64 steps (equal to the
 first variant's?), and each against onnxruntime eager teacher-forced (h200_native.parity). Writes
 $OUT/h200_native_<set>.json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|o|slice|gate_up_pf]
+--context N: gemma3-1b at context N (KV capacity N + 48; tiny left out), written as h200_native_<set>_ctxN.json.
+Usage: OUT=/tmp/out python3 scripts/h200_native_pdl.py [--set pdl|attention|o|slice|gate_up_pf|clusters] [--context N]
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
         # takes 2.1 us after the wait, h200_native_timeline_probes_be261dc.json); slices <= 2048 (NV_MAX)
         "slice": {"default": {}, "slice 1152 (6)": {"slice_target": 1152}, "slice 1728 (4)": {"slice_target": 1728}},
         # gate|up's first row group in flight during its fold (2.1 us after the wait) instead of after it
-        "gate_up_pf": {"default": {}, "gate_up PF 1": {"gate_up": (8, 2, 1)}, "gate_up PF 2": {"gate_up": (8, 2, 2)}}}
+        "gate_up_pf": {"default": {}, "gate_up PF 1": {"gate_up": (8, 2, 1)}, "gate_up PF 2": {"gate_up": (8, 2, 2)}},
+        # attention_cl's clusters a KV head: a global layer's sub-groups each take keys / (16 x 8) of its keys
+        # in batches of 4, one dependent round trip a batch (8 at context 4096); 2 clusters halve them, 0 takes the
+        # fewest with one batch each (local layers: 1) at the cost of the cross-cluster combine
+        "clusters": {"default": {}, "clusters 2": {"attn_clusters": 2}, "clusters auto": {"attn_clusters": 0}}}
 
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):
@@ -89,20 +94,24 @@ def main() -> None:
     res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv)}
     bw = bench.copy_bandwidth()
     res["copy_bandwidth_tb_s"] = bw / 1e12
-    pipe = hn.gemma_native()
-    folder = ModelFolder.load(hn._gemma["folder"])
-    weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, hn.CONTEXT)
-    res["gemma3_1b_floor_ms"] = (weight + kv) / bw * 1e3
-    x = pipe.embed(prompt_ids(hn.CONTEXT), None)
     which = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "pdl"
-    res["gemma3-1b"] = compare(pipe, x, hn.CONTEXT, hn.CAPACITY, variants=SETS[which])
+    context = int(sys.argv[sys.argv.index("--context") + 1]) if "--context" in sys.argv else hn.CONTEXT
+    capacity = hn.CAPACITY if context == hn.CONTEXT else context + hn.CAPACITY - hn.CONTEXT
+    pipe = hn.gemma_pipe("native", capacity)
+    folder = ModelFolder.load(hn._gemma["folder"])
+    weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, context)
+    res["gemma3_1b_floor_ms"] = (weight + kv) / bw * 1e3
+    x = pipe.embed(prompt_ids(context), None)
+    res["gemma3-1b"] = compare(pipe, x, context, capacity, variants=SETS[which])
     print("gemma3-1b", json.dumps({k: v for k, v in res["gemma3-1b"].items() if k != "variants"}),
           medians(res["gemma3-1b"]), flush=True)
-    tiny = vlmdecode.load(hn.fixture("tiny", "fused-cuda"), "cuda", "native", max_length=192)
-    res["tiny"] = compare(tiny, tiny.embed(prompt_ids(128), None), 128, 192, rounds=7, variants=SETS[which])
-    print("tiny", medians(res["tiny"]), "tokens equal", res["tiny"]["tokens_equal"], flush=True)
+    if context == hn.CONTEXT:  # tiny only beside the default context
+        tiny = vlmdecode.load(hn.fixture("tiny", "fused-cuda"), "cuda", "native", max_length=192)
+        res["tiny"] = compare(tiny, tiny.embed(prompt_ids(128), None), 128, 192, rounds=7, variants=SETS[which])
+        print("tiny", medians(res["tiny"]), "tokens equal", res["tiny"]["tokens_equal"], flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)
-    (hn.OUT / f"h200_native_{which}.json").write_text(json.dumps(res, indent=2, default=str))
+    tag = "" if context == hn.CONTEXT else f"_ctx{context}"
+    (hn.OUT / f"h200_native_{which}{tag}.json").write_text(json.dumps(res, indent=2, default=str))
 
 
 if __name__ == "__main__":

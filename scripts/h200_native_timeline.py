@@ -16,6 +16,7 @@ attention_cl also stamps its phases (slots 3-6: q/k norm + rotary + append, the 
 memory, the cluster exchange; PHASES), reported per attention launch and over local / global layers (thread 0's
 view of each block, medians). The stamped graph's replay time beside the decoder's own graph says how much the
 stamps perturb.
+--context N: the step at context N (KV capacity N + 48, as h200_native.py's context-4096 part) instead of 1024.
 --shapes JSON: Shapes overrides for the step (e.g. '{"o": [8, 2]}'); the file name then gains a tag.
 --variants JSON ('{"name": ["-DVLM_X", "nopdl:attn", ...]}'): stamped builds of source variants (or of kernel
 classes launched without PDL) beside the plain stamped one,
@@ -25,7 +26,7 @@ block's stamps of the first local and first global attention launch after layer 
 slot 3, the wait-to-vector time by class. The defines used in issue 16's tenth session (VLM_HOIST_QK, VLM_OLD_Q,
 VLM_PROBE_*: slot 7 / gemv slot 3 stamped when some data arrived) are on branch attn-pro.
 Writes $OUT/h200_native_timeline[_TAG].json.
-Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py [--shapes JSON] [--variants JSON] [--tag TAG]
+Usage: OUT=/tmp/out python3 scripts/h200_native_timeline.py [--context N] [--shapes JSON] [--variants JSON] [--tag TAG]
 """
 
 from __future__ import annotations
@@ -195,9 +196,11 @@ def main(samples: int = 7, back_to_back: int = 10, rounds: int = 5) -> None:
     from vlmdecode.profiling import prompt_ids
 
     hn.provenance()
+    context = int(sys.argv[sys.argv.index("--context") + 1]) if "--context" in sys.argv else hn.CONTEXT
+    capacity = hn.CAPACITY if context == hn.CONTEXT else context + hn.CAPACITY - hn.CONTEXT
     res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
-           "context": hn.CONTEXT, "kv_capacity": hn.CAPACITY}
-    pipe = hn.gemma_native()
+           "context": context, "kv_capacity": capacity}
+    pipe = hn.gemma_pipe("native", capacity)
     dec = pipe.decoder
     if "--shapes" in sys.argv:
         from vlmdecode.native.kernels import Shapes
@@ -208,7 +211,7 @@ def main(samples: int = 7, back_to_back: int = 10, rounds: int = 5) -> None:
     # --variants '{"name": ["-DVLM_X", ...]}': stamped builds of source variants beside the plain stamped one
     variants = {"stamped": [], **(json.loads(sys.argv[sys.argv.index("--variants") + 1])
                                   if "--variants" in sys.argv else {})}
-    x = pipe.embed(prompt_ids(hn.CONTEXT), None)
+    x = pipe.embed(prompt_ids(context), None)
     dec.prepare_timing(x)
     res["shapes"], res["pdl"], res["variant_defines"] = str(dec.shapes), dec.pdl, variants
     total = sum(int(np.prod(b.grid)) for b in dec.body)

@@ -159,7 +159,13 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
 #pragma unroll
     for (int hh = 0; hh < HL; ++hh) lh[hh] = 0.f;
     for (int b = 0; b < nb; ++b) {
+#if defined(VLM_ATTN_DB)
+        uint4 kq[KB][VPL], vq[KB][VPL];  // batch b + 1, in flight while batch b is reduced
+        if (b + 1 < nb) load_batch<KB, VPL, LPK>(kq, vq, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
+#elif defined(VLM_ATTN_REUSE)
+#else
         if (b > 0) load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, b, cnt, HD);
+#endif
         float s[NP];
 #pragma unroll
         for (int i = G * KB; i < NP; ++i) s[i] = 0.f;
@@ -176,6 +182,9 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
                 s[h * KB + i] = d;
             }
         }
+#if defined(VLM_ATTN_REUSE)
+        if (b + 1 < nb) load_batch<KB, VPL, LPK, 1>(kr, vr, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
+#endif
         XSum<LPK / 2, NP>::run(s, l);
         float x[R];
 #pragma unroll
@@ -243,6 +252,15 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
 #pragma unroll
                 for (int e = 0; e < E; ++e) acc[h][e] = fmaf(p[h * KB + i], vf[e], acc[h][e]);
         }
+#if defined(VLM_ATTN_DB)
+        if (b + 1 < nb)
+#pragma unroll
+            for (int i = 0; i < KB; ++i)
+#pragma unroll
+                for (int v = 0; v < VPL; ++v) { kr[i][v] = kq[i][v]; vr[i][v] = vq[i][v]; }
+#elif defined(VLM_ATTN_REUSE)
+        if (b + 1 < nb) load_batch<KB, VPL, LPK, 2>(kr, vr, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
+#endif
     }
     // 3. key t, from registers, into the running softmax of the sub-group that owns it (its warp only)
     if (tail) {
