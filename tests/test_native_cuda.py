@@ -256,6 +256,7 @@ def test_attention_norm_rotary_append_window(D, nq, nkv, t, window, softcap, ker
 
 
 @pytest.mark.parametrize("D,nq,nkv,cap,cl", [(256, 4, 1, 512, (2, 8, 0)), (256, 4, 1, 512, (8, 8, 1)),
+                                              (256, 4, 1, 512, (2, 8, 1)),  # 4 double-buffered batches, wrapped
                                               (64, 8, 2, 16, (4, 2, 0)), (16, 4, 2, 16, (1, 1, 0))])
 @pytest.mark.parametrize("t_over", [-1, 0, 1, 37, 3])  # t = cap + t_over (3: t = 3 cap + 3, wrapped 3 times)
 def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):

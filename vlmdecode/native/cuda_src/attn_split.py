@@ -8,7 +8,8 @@ heads in registers (every warp normalises and rotates q and the new k itself: no
 block barrier before the scores). Sub-group `slot` of a KV head's W takes the cached keys lo + slot + W i;
 key t (the new one, never read from the cache) joins sub-group (t - lo) % W (one with the fewest) after its
 batches, from registers. Cached keys go in batches of KB; the first batch's K/V loads are issued before
-`pdl_wait` (earlier positions' rows only).
+`pdl_wait` (earlier positions' rows only), and where the registers fit (KB x VPL <= 4: no spills) each next batch's
+while the current one is reduced, so a long window's batches are not one dependent round trip each.
 Scores of a batch (G x KB values a lane) are summed across the sub-group by a transposing butterfly (each
 level halves the values a lane keeps: ~G x KB shuffles instead of G x KB x log2 LPK), softmax runs in the
 log2 domain with an online max per head, and p @ V accumulates in fp32 registers. qkv (the previous
@@ -46,6 +47,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     constexpr int RT = NT > LPK ? NT / LPK : 1, DT = NT < LPK ? LPK / NT : 1;
     constexpr int Q4 = G * HD / 4;                 // float4s of a KV head's output
     constexpr int PER = (Q4 + C - 1) / C;          // of them each block of a cluster combines
+    constexpr bool DB = KB * VPL <= 4;             // double-buffered batches: 8 more uint4 a lane at most
     extern __shared__ float4 sm4[];
     __shared__ int last;
     const int g = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -159,13 +161,12 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
 #pragma unroll
     for (int hh = 0; hh < HL; ++hh) lh[hh] = 0.f;
     for (int b = 0; b < nb; ++b) {
-#if defined(VLM_ATTN_DB)
-        uint4 kq[KB][VPL], vq[KB][VPL];  // batch b + 1, in flight while batch b is reduced
-        if (b + 1 < nb) load_batch<KB, VPL, LPK>(kq, vq, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
-#elif defined(VLM_ATTN_REUSE)
-#else
-        if (b > 0) load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, b, cnt, HD);
-#endif
+        uint4 kq[KB][VPL], vq[KB][VPL];  // DB: batch b + 1, in flight while batch b is reduced
+        if constexpr (DB) {
+            if (b + 1 < nb) load_batch<KB, VPL, LPK>(kq, vq, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
+        } else if (b > 0) {
+            load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, b, cnt, HD);
+        }
         float s[NP];
 #pragma unroll
         for (int i = G * KB; i < NP; ++i) s[i] = 0.f;
@@ -182,9 +183,6 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
                 s[h * KB + i] = d;
             }
         }
-#if defined(VLM_ATTN_REUSE)
-        if (b + 1 < nb) load_batch<KB, VPL, LPK, 1>(kr, vr, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
-#endif
         XSum<LPK / 2, NP>::run(s, l);
         float x[R];
 #pragma unroll
@@ -252,15 +250,12 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
 #pragma unroll
                 for (int e = 0; e < E; ++e) acc[h][e] = fmaf(p[h * KB + i], vf[e], acc[h][e]);
         }
-#if defined(VLM_ATTN_DB)
-        if (b + 1 < nb)
+        if constexpr (DB)
+            if (b + 1 < nb)
 #pragma unroll
-            for (int i = 0; i < KB; ++i)
+                for (int i = 0; i < KB; ++i)
 #pragma unroll
-                for (int v = 0; v < VPL; ++v) { kr[i][v] = kq[i][v]; vr[i][v] = vq[i][v]; }
-#elif defined(VLM_ATTN_REUSE)
-        if (b + 1 < nb) load_batch<KB, VPL, LPK, 2>(kr, vr, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
-#endif
+                    for (int v = 0; v < VPL; ++v) { kr[i][v] = kq[i][v]; vr[i][v] = vq[i][v]; }
     }
     // 3. key t, from registers, into the running softmax of the sub-group that owns it (its warp only)
     if (tail) {

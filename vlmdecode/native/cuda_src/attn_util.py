@@ -102,7 +102,7 @@ __device__ __forceinline__ void ld8_cg(const float* p, float* f) {
 
 // batch b of a sub-group's cached keys into registers, zeros past cnt: key number n is position
 // lo + slot + W n, at row (r0 + slot + W n) mod cap (r0 = lo mod cap, slot + W n < cap)
-template <int KB, int VPL, int LPK, int WHICH = 3>  // WHICH: 1 the keys, 2 the values, 3 both
+template <int KB, int VPL, int LPK>
 __device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB][VPL], const __half* K,
                                            const __half* V, const size_t lane0, const int row0, const int W,
                                            const int cap, const int b, const int cnt, const int HD) {
@@ -115,8 +115,8 @@ __device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB]
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
             const uint4 z = make_uint4(0u, 0u, 0u, 0u);
-            if (WHICH & 1) kr[i][v] = n < cnt ? __ldcg(reinterpret_cast<const uint4*>(K + at + v * LPK * 8)) : z;
-            if (WHICH & 2) vr[i][v] = n < cnt ? __ldcg(reinterpret_cast<const uint4*>(V + at + v * LPK * 8)) : z;
+            kr[i][v] = n < cnt ? __ldcg(reinterpret_cast<const uint4*>(K + at + v * LPK * 8)) : z;
+            vr[i][v] = n < cnt ? __ldcg(reinterpret_cast<const uint4*>(V + at + v * LPK * 8)) : z;
         }
     }
 }
