@@ -77,7 +77,8 @@ plt.show()
 
 # %% [markdown]
 # ## CUDA
-# The recorded H200 test run (`data/results/h200_gpu_test_log.txt`): every CUDA test, its file and outcome.
+# The recorded H200 test run (`data/results/h200_gpu_tests.xml`, the JUnit file of the run logged in
+# `h200_gpu_test_log.txt`): every CUDA test, its file and outcome.
 
 # %%
 log = results.gpu_test_log()

@@ -163,6 +163,19 @@ def test_gpu_test_log(tmp_path):
     assert t.to_dict("list") == {"file": ["tests/test_cuda.py"] * 2, "test": ["test_a", "test_b"],
                                  "outcome": ["PASSED", "FAILED"]}
     assert results.gpu_test_log(tmp_path / "missing.txt").empty
+    xml = tmp_path / "run.xml"  # pytest --junitxml: what the recorded run's per-test outcomes are read from
+    xml.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
+                   '<testcase classname="" name="tests.test_nb"><skipped message="collection skipped"/></testcase>'
+                   '<testcase classname="tests.test_cuda" name="test_a[x]" time="1"/>'
+                   '<testcase classname="tests.test_cuda" name="test_b"><failure message="boom"/></testcase>'
+                   '<testcase classname="tests.test_cuda" name="test_c"><error message="setup"/></testcase>'
+                   '<testcase classname="tests.test_cuda" name="test_d"><skipped type="pytest.xfail" message="k"/>'
+                   '</testcase><testcase classname="tests.test_cuda" name="test_e"><skipped message="no"/></testcase>'
+                   '</testsuite></testsuites>')
+    assert results.gpu_test_log(xml).to_dict("list") == {
+        "file": ["tests/test_nb.py"] + ["tests/test_cuda.py"] * 5,
+        "test": ["(collection)", "test_a[x]", "test_b", "test_c", "test_d", "test_e"],
+        "outcome": ["SKIPPED", "PASSED", "FAILED", "ERROR", "XFAIL", "SKIPPED"]}
 
 
 def test_gpu_available_is_bool():

@@ -93,17 +93,45 @@ def bytes_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_test_log(path=None) -> pd.DataFrame:
-    """PASSED/FAILED/SKIPPED/ERROR lines of a pytest -v log: file, test, outcome."""
-    path = Path(path or results_dir() / "h200_gpu_test_log.txt")
-    rows, seen = [], set()
+    """Per test of the recorded H200 CUDA run: file, test, outcome (PASSED, FAILED, ERROR, SKIPPED, XFAIL). Read
+    from the run's JUnit XML (`h200_gpu_tests.xml`, pytest --junitxml; the default: the same run's
+    h200_gpu_test_log.txt is pytest -q output, which names no test), or from a pytest -v log (a path not ending
+    in .xml: its `file::test OUTCOME` lines). Empty where the file is missing."""
+    path = Path(path or results_dir() / "h200_gpu_tests.xml")
+    cols = ["file", "test", "outcome"]
     if not path.is_file():
-        return pd.DataFrame(columns=["file", "test", "outcome"])
+        return pd.DataFrame(columns=cols)
+    if path.suffix == ".xml":
+        return pd.DataFrame(_junit_rows(path), columns=cols)
+    rows, seen = [], set()
     for line in path.read_text(errors="replace").splitlines():
         m = re.match(r"^(\S+\.py)::(\S+) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)\b", line)
         if m and (m[1], m[2]) not in seen:
             seen.add((m[1], m[2]))
             rows.append({"file": m[1], "test": m[2], "outcome": m[3]})
-    return pd.DataFrame(rows, columns=["file", "test", "outcome"])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _junit_rows(path: Path) -> list[dict]:
+    """A pytest JUnit XML's testcases: classname `tests.test_x` -> file tests/test_x.py (a module whose collection
+    was skipped has no classname and the module as its name: test "(collection)")."""
+    import xml.etree.ElementTree as ET  # our own committed file (pytest's output), not untrusted input
+
+    rows = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        module, test = (case.get("classname") or case.get("name", ""), case.get("name", "")) \
+            if case.get("classname") else (case.get("name", ""), "(collection)")
+        tags = {child.tag: child for child in case}
+        if "failure" in tags:
+            outcome = "FAILED"
+        elif "error" in tags:
+            outcome = "ERROR"
+        elif "skipped" in tags:
+            outcome = "XFAIL" if tags["skipped"].get("type") == "pytest.xfail" else "SKIPPED"
+        else:
+            outcome = "PASSED"
+        rows.append({"file": module.replace(".", "/") + ".py", "test": test, "outcome": outcome})
+    return rows
 
 
 RATIOS = {  # the issue's targets, as numerator/denominator modes
