@@ -295,6 +295,20 @@ print(f"{budget.attrs['layers']} layers + LM head {budget.attrs['head_us']:.1f} 
       f"{budget.attrs['step_ms']:.3f} ms; at the plain-read rate {budget.attrs['at_plain_read_ms']:.3f} ms")
 
 # %% [markdown]
+# Where the warps wait: Nsight Compute's warp states over one native step (kernels serialized), each stall
+# reason's share of a class's resident warp cycles. Long scoreboard is a wait on global memory, short scoreboard
+# on shared memory or a shuffle, wait a fixed-latency dependency, selected an issued instruction.
+
+# %%
+stalls = results_native.warp_stalls()
+print("source:", stalls.attrs["source"])
+display(stalls.round(3))
+
+# %%
+plots_native.plot_warp_stalls(stalls)
+plt.show()
+
+# %% [markdown]
 # ## Explorer
 # Pick a mode and press **Run**: tokens stream in with a per-step timing plot; a failing run shows its error
 # as one line under the button. On CPU only the tiny preset and the resident mode exist; with a GPU, cuda

@@ -306,6 +306,28 @@ def test_step_timeline_without_the_file_is_empty(tmp_path):
     assert "no data" in P.plot_step_timeline(t).axes[0].texts[0].get_text()
 
 
+def test_warp_stalls_shares_and_other(tmp_path):
+    classes = {"gate_up": {"launches": 26, "us": 437.0, "dram_tb_s": 1.9, "issue_active_pct": 40.9,
+                           "warps_active_pct": 33.9, "stall_share": {"long_scoreboard": 0.46, "short_scoreboard": 0.15,
+                                                                     "wait": 0.13, "selected": 0.08, "drain": 0.1,
+                                                                     "not_selected": 0.08}},
+               "attn": {"launches": 26, "us": 238.0, "dram_tb_s": 0.07, "issue_active_pct": 28.6,
+                        "warps_active_pct": 11.9, "stall_share": {"long_scoreboard": 0.5, "membar": 0.5}}}
+    (tmp_path / R.STALLS_FILE).write_text(json.dumps({"provenance": {}, "classes": classes}))
+    t = R.warp_stalls(tmp_path).set_index("class")
+    assert list(t.index) == ["gate_up", "attn"] and t.attrs["source"] == R.STALLS_FILE
+    assert t.loc["gate_up", "other"] == pytest.approx(0.18) and t.loc["gate_up", "barrier"] == 0.0
+    assert t.loc["attn", "membar"] == 0.5 and t.loc["gate_up", "issue %"] == 40.9
+    shares = list(R.STALL_COLUMNS) + ["other"]
+    assert np.allclose(t[shares].sum(axis=1), 1.0)
+    fig = P.plot_warp_stalls(t.reset_index())
+    assert len(fig.axes[0].patches) == 2 * len(shares) and fig.axes[0].get_title()
+    assert [x.get_text() for x in fig.axes[0].get_yticklabels()] == ["gate_up", "attn"]
+    (tmp_path / "none").mkdir()
+    empty = R.warp_stalls(tmp_path / "none")
+    assert empty.empty and "no data" in P.plot_warp_stalls(empty).axes[0].texts[0].get_text()
+
+
 def test_h200_native_parts_selection(ncu_script):
     hn = ncu_script.h200_native
     assert hn.selected_parts(["x"]) is None  # the default run

@@ -121,3 +121,29 @@ def plot_step_timeline(df: pd.DataFrame, layers=(1, 2), title: str = "inside one
     bx.set_xlabel("µs a layer (pale: release after the predecessor; solid: body)")
     bx.set_title("span of a layer by class (layers 1 .. L-2, medians)")
     return fig
+
+
+STALL_COLORS = {"long_scoreboard": "tab:red", "short_scoreboard": "tab:orange", "wait": "tab:olive",
+                "barrier": "tab:purple", "membar": "tab:pink", "selected": "tab:green", "other": "tab:gray"}
+
+
+def plot_warp_stalls(df: pd.DataFrame, title: str = "where the warps of one native step wait (H200, Nsight Compute)"):
+    """df: explore.results_native.warp_stalls: one stacked horizontal bar per kernel class (the step's order from
+    the top), each stall reason's share of its resident warp cycles, labelled with the class's issue-active share."""
+    fig, (ax,) = _fig((9, 3.4))
+    fig.set_layout_engine("constrained")
+    if df.empty:
+        return _empty(fig, ax, "recorded warp states", title)
+    for i, r in enumerate(df.to_dict("records")):
+        left = 0.0
+        for reason, color in STALL_COLORS.items():
+            ax.barh(i, r[reason], left=left, color=color, label=reason if i == 0 else None)
+            left += r[reason]
+        ax.text(left, i, f" issue {r['issue %']:.0f}%", va="center", fontsize=7)
+    ax.set_yticks(range(len(df)), list(df["class"]))
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("share of resident warp cycles")
+    ax.set_title(title)
+    fig.legend(loc="outside right upper", fontsize=7)
+    return fig

@@ -16,6 +16,9 @@
     layer_budget(root=None)    a layer's span per kernel class (step_timeline) beside one kernel's plain read of
                                that class's weights (read_rates), and what a step would take if every GEMV ran at
                                that read rate with attention and the LM head as measured
+    warp_stalls(root=None)     where each kernel class's warps wait (STALLS_FILE, scripts/h200_native_stalls.py):
+                               Nsight Compute's stall reasons as shares of resident warp cycles, issue- and
+                               warps-active shares, µs and TB/s per class over one serialized step
 
 Sources, first found wins: `h200_native_ncu_gemma3-1b.json` (scripts/h200_native_ncu.py: both steps under
 Nsight Compute in one run at one KV capacity, caches and clocks as found, plus both replayed steps and the
@@ -260,3 +263,30 @@ def layer_budget(root=None) -> pd.DataFrame:
     out.attrs.update(source=f"{t.attrs['source']} + {r.attrs['source']}", layers=layers, head_us=head_us,
                      step_ms=t.attrs["step_us"] / 1e3, at_plain_read_ms=float(layers * per_layer + head_us) / 1e3)
     return out
+
+
+STALLS_FILE = "h200_native_stalls_8fc2db4.json"  # main at 8fc2db4: the decoder's default shapes
+STALL_COLUMNS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "membar", "selected")  # the rest: "other"
+
+
+def warp_stalls(root=None, name: str = STALLS_FILE) -> pd.DataFrame:
+    """Per kernel class (rows, the step's order): us and TB/s over its launches in one serialized step, the shares
+    of issue slots used (issue %) and of the SM's warp slots held (warps %), and the share of resident warp cycles
+    spent in each of STALL_COLUMNS (long scoreboard: global memory; short scoreboard: shared memory and shuffles;
+    wait: fixed-latency dependencies; selected: issuing) and in every other reason together. attrs: source.
+    Empty without the file."""
+    data = _recorded_json(results_dir(root) / name, name)
+    cols = ["class", "us", "TB/s", "issue %", "warps %", *STALL_COLUMNS, "other"]
+    if data is None:
+        t = pd.DataFrame(columns=cols)
+        t.attrs["source"] = ""
+        return t
+    rows = []
+    for cls, v in data["classes"].items():
+        share = v["stall_share"]
+        rows.append({"class": cls, "us": v["us"], "TB/s": v["dram_tb_s"], "issue %": v["issue_active_pct"],
+                     "warps %": v["warps_active_pct"], **{r: share.get(r, 0.0) for r in STALL_COLUMNS},
+                     "other": sum(x for r, x in share.items() if r not in STALL_COLUMNS)})
+    t = pd.DataFrame(rows, columns=cols)
+    t.attrs["source"] = name
+    return t
