@@ -304,6 +304,12 @@ stalls = results_native.warp_stalls()
 print("source:", stalls.attrs["source"])
 display(stalls.round(3))
 
+# %% [markdown]
+# Read it against the layer budget above: the large GEMVs (gate|up, down, the LM head) spend the biggest share
+# waiting on global loads, as streaming kernels should; qkv and o, one row group a block, wait about as much on
+# shared memory, shuffles and barriers (their fold and reductions) as on their weights; attention is spread over
+# loads, memory barriers and its own arithmetic, with few warps resident.
+
 # %%
 plots_native.plot_warp_stalls(stalls)
 plt.show()
