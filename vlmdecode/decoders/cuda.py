@@ -103,10 +103,10 @@ class CudaDecoder(DeviceLoop, BoundDecoder):
         self.mode = check_mode(mode, folder)
         if embed_via not in EMBED_VIA:
             raise ValueError(f"embed_via must be one of {EMBED_VIA}, got {embed_via!r}")
-        ring = {k: v for k, v in (("sync_every", sync_every), ("lookahead", lookahead)) if v is not None}
+        ring = " and ".join(k for k, v in (("sync_every", sync_every), ("lookahead", lookahead)) if v is not None)
         if ring and self.mode != "device":
-            raise ValueError(f"{', '.join(ring)} set(s) the device mode's token loop (decoders.token_ring); mode "
-                             f"{self.mode!r} runs no device loop: leave {' and '.join(ring)} out or use mode='device'")
+            raise ValueError(f"{ring} set device mode's token loop (decoders.token_ring); mode {self.mode!r} runs no "
+                             f"device loop: leave {ring} out or use mode='device'")
         sync_every = 1 if sync_every is None else sync_every
         lookahead = True if lookahead is None else lookahead
         check_sync_every(sync_every)

@@ -119,8 +119,8 @@ def _junit_rows(path: Path) -> list[dict]:
 
     rows = []
     for case in ET.parse(path).getroot().iter("testcase"):
-        module, test = (case.get("classname") or case.get("name", ""), case.get("name", "")) \
-            if case.get("classname") else (case.get("name", ""), "(collection)")
+        cls, name = case.get("classname", ""), case.get("name", "")
+        module, test = (cls, name) if cls else (name, "(collection)")
         tags = {child.tag: child for child in case}
         if "failure" in tags:
             outcome = "FAILED"
