@@ -106,6 +106,32 @@ def test_internal_errors_are_one_line_with_a_hint(model, capfd, monkeypatch, exc
     assert rc == cli.EXIT_INTERNAL and "Traceback" in err
 
 
+def test_an_interrupt_a_library_re_raised_is_still_an_interrupt(model, capfd, monkeypatch):
+    """pybind11 raises ImportError("initialization failed") from a KeyboardInterrupt that lands while a C extension
+    module initialises (seen once in CI: Ctrl-C during `bench run` exited 2, "error: initialization failed")."""
+    import vlmdecode.pipeline
+
+    def wrapped(*a, **k):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise ImportError("initialization failed") from ki
+
+    def chained(*a, **k):  # raised while handling it, without `from`
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ValueError("cleanup failed")  # noqa: B904 - its __context__ is the interrupt, on purpose
+
+    for boom in (wrapped, chained):
+        monkeypatch.setattr(vlmdecode.pipeline, "load", boom)
+        rc, _, err = cli_run(capfd, "generate", "--model", model, "--prompt", "hi")
+        assert rc == cli.EXIT_INTERRUPTED and one_line(err) == "vlmdecode generate: interrupted", (boom, err)
+    monkeypatch.setattr(vlmdecode.pipeline, "load", lambda *a, **k: (_ for _ in ()).throw(ImportError("no module")))
+    rc, _, err = cli_run(capfd, "generate", "--model", model, "--prompt", "hi")
+    assert rc == cli.EXIT_BAD_INPUT and "no module" in err  # a plain ImportError stays bad input
+
+
 def test_onnxruntime_exception_class(model, capfd, monkeypatch):
     """onnxruntime's own exception classes (they derive from Exception only) do not escape."""
     from onnxruntime.capi.onnxruntime_pybind11_state import Fail

@@ -233,32 +233,31 @@ def _run_preset(vlmdecode, plan: _Plan, dev, name, layout, bw, rows, prov):
     key = f"{name}/{layout}"
     prov.setdefault("fixtures", {})[key] = fixture_hash(folder_dir)  # what was measured, by content
     scenarios, loaded = [], {}
-    bar = tqdm(total=len(want) * len(ctxs) * (plan.repeats + 1), desc=f"bench {key} {dev}", unit="run",
-               disable=not plan.progress)
-    for mode in want:
-        for ctx in ctxs:
-            bar.set_postfix_str(f"warm-up {mode} ctx {ctx}")
-            base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, context=ctx,
-                        kv_capacity=capacity)
-            try:
-                once, error = _once(vlmdecode, plan, folder_dir, dev, mode, ctx, loaded, capacity), None
-            except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
-                once, error = None, f"{type(e).__name__}: {e}"[:300]
-            scenarios.append(dict(base=base, once=once, error=error, samples=[]))
-            bar.update(1)
-    first_row = len(rows)
-    for r in range(plan.repeats):
-        for sc in scenarios if r % 2 == 0 else scenarios[::-1]:
-            if sc["error"] is None:
-                bar.set_postfix_str(f"round {r + 1} {sc['base']['mode']} ctx {sc['base']['context']}")
+    with tqdm(total=len(want) * len(ctxs) * (plan.repeats + 1), desc=f"bench {key} {dev}", unit="run",
+              disable=not plan.progress) as bar:  # closed on every way out, Ctrl-C too
+        for mode in want:
+            for ctx in ctxs:
+                bar.set_postfix_str(f"warm-up {mode} ctx {ctx}")
+                base = dict(preset=name, layout=layout, dtype=dtype, device=str(dev), mode=mode, context=ctx,
+                            kv_capacity=capacity)
                 try:
-                    sc["samples"].append(sc["once"]())
-                except Exception as e:  # noqa: BLE001
-                    sc["error"] = f"{type(e).__name__}: {e}"[:300]
-            bar.update(1)
-        rows[first_row:] = [_row(sc, folder, weight_bytes, bw) for sc in scenarios]
-        _write(plan.out_dir, plan.tag, rows, prov)
-    bar.close()
+                    once, error = _once(vlmdecode, plan, folder_dir, dev, mode, ctx, loaded, capacity), None
+                except Exception as e:  # noqa: BLE001 - a failed scenario is reported, not fatal
+                    once, error = None, f"{type(e).__name__}: {e}"[:300]
+                scenarios.append(dict(base=base, once=once, error=error, samples=[]))
+                bar.update(1)
+        first_row = len(rows)
+        for r in range(plan.repeats):
+            for sc in scenarios if r % 2 == 0 else scenarios[::-1]:
+                if sc["error"] is None:
+                    bar.set_postfix_str(f"round {r + 1} {sc['base']['mode']} ctx {sc['base']['context']}")
+                    try:
+                        sc["samples"].append(sc["once"]())
+                    except Exception as e:  # noqa: BLE001
+                        sc["error"] = f"{type(e).__name__}: {e}"[:300]
+                bar.update(1)
+            rows[first_row:] = [_row(sc, folder, weight_bytes, bw) for sc in scenarios]
+            _write(plan.out_dir, plan.tag, rows, prov)
     for row in rows[first_row:]:
         plan.log(json.dumps(row, default=str))
     if dev.is_cuda and loaded:

@@ -207,9 +207,22 @@ def _one_line(e: BaseException) -> str:
     return text or type(e).__name__
 
 
+def _interrupted(e: BaseException | None) -> bool:
+    """A Ctrl-C, also where a library re-raised it as its own error: pybind11 turns a KeyboardInterrupt during a
+    C extension's import (onnxruntime's, loaded lazily mid-command) into ImportError("initialization failed")
+    raised from it, which would otherwise read as bad input."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def _outcome(e: BaseException) -> tuple[int, str]:
     """(exit status, the one stderr line after the command name) for an exception that ended a command."""
-    if isinstance(e, KeyboardInterrupt):
+    if _interrupted(e):
         return EXIT_INTERRUPTED, "interrupted"
     if isinstance(e, BrokenPipeError):
         # nothing more can reach stdout; point it at /dev/null so the exit-time flush stays silent
