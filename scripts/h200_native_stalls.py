@@ -91,8 +91,9 @@ def main() -> None:
     folder = h200_native.fixture("gemma3-1b", "fused-cuda")  # built once here, cached for the profiled process
     known = known_metrics()  # empty if the query failed: ask for every metric (ncu then names a refused one)
     reasons = [r for r in REASONS if not known or STALL.format(r).rsplit(".", 1)[0] in known]
-    metrics = [m for m in OTHER if not known or m.rsplit(".", 1)[0] in known or m.count(".") > 1] + \
-        [STALL.format(r) for r in reasons]
+    # launch__* are launch attributes, which --query-metrics does not list; x.avg.pct_... are ratios of a listed base
+    metrics = [m for m in OTHER if not known or m.rsplit(".", 1)[0] in known or m.count(".") > 1
+               or m.startswith("launch__")] + [STALL.format(r) for r in reasons]
     t0 = time.time()
     hnc.ncu(tmp / "stalls.csv", metrics, str(HERE / "h200_native_ncu.py"), "profile")
     kernels = h200_kernels.read_ncu_metrics(tmp / "stalls.csv")
