@@ -1,6 +1,6 @@
 """Shared CUDA helpers of the native kernels: fp16/fp32 constants, warp and block reductions, the
 argmax order, gelu_tanh, 8-wide dot products, and the GEMV prologue that folds the residual and RMSNorm
-into the input vector (`fold_regs`, `form_vector`).
+into the input vector (`fold_regs`, `fold_flat8`, `form_vector`).
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
@@ -108,6 +108,47 @@ __device__ __forceinline__ float4 f4_fma(const float4 a, const float s, const fl
 
 __device__ __forceinline__ float f4_dot(const float4 a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w; }
 
+// the fold's reductions and stores over a thread's R float4 slots (i = thread + j x threads), every load done:
+// base b, delta d (summed over parts), delta_w dw, norm_w nw, zero in slots past n4
+template <int R>
+__device__ __forceinline__ void fold_tail(float* vec, float* red, const int n, const int n4, float4 (&b)[R],
+                                          const float4 (&d)[R], const float4 (&dw)[R], const float4 (&nw)[R],
+                                          const bool has_delta, float* resid_out, const float eps) {
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float inv_d = 0.f;
+    if (has_delta) {
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < R; ++j) ss += f4_dot(d[j]);
+        inv_d = rsqrtf(block_sum(ss, red) / n + eps);
+    }
+    const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        b[j] = f4_fma(d[j], inv_d, dw[j], b[j]);  // zero delta / delta_w when there is no delta term
+        ss += f4_dot(b[j]);
+        const int i = threadIdx.x + j * blockDim.x;
+        if (store && i < n4) reinterpret_cast<float4*>(resid_out)[i] = b[j];
+    }
+    const float inv = rsqrtf(block_sum(ss, red) / n + eps);
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < n4) reinterpret_cast<float4*>(vec)[i] = f4_fma(b[j], inv, nw[j], z);
+    }
+    __syncthreads();
+}
+
+// base (resid_in, or x_in * x_scale) as float4 number i
+__device__ __forceinline__ float4 fold_base(const float* src, const __half* x_in, const float x_scale, const int i) {
+    if (src != NULL) return reinterpret_cast<const float4*>(src)[i];
+    const uint2 u = reinterpret_cast<const uint2*>(x_in)[i];
+    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+    return make_float4(lo.x * x_scale, lo.y * x_scale, hi.x * x_scale, hi.y * x_scale);
+}
+
 // form_vector's fold with n / 4 <= FOLD_R x threads: this thread's float4s of base, delta (summed over
 // parts), delta_w and norm_w are all loaded before the first reduction (one L2 round trip, not one per pass)
 __device__ void fold_regs(float* vec, float* red, const int n, const int n4, const float* src, const __half* x_in,
@@ -164,11 +205,77 @@ __device__ void fold_regs(float* vec, float* red, const int n, const int n4, con
     __syncthreads();
 }
 
+#define FLAT8_PARTS 8  // most delta parts fold_flat8 takes
+// a global float4 load issued where it stands: NVVM may sink a plain load to its first use (the base and weights
+// below would go out only after the parts are summed, a second round trip); the same LDG.E.128 as a plain load
+__device__ __forceinline__ float4 ld4_here(const float* base, const size_t i) {
+    float4 v;
+    asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(reinterpret_cast<const float4*>(base) + i));
+    return v;
+}
+
+// fold_regs for a fold of several delta parts (after a split-K down) at threads < n4 <= threads + 32, in one L2
+// round trip. fold_regs gives the first warp a second slot and loads its parts after the first slot's are
+// consumed (and ptxas interleaves that second batch with its adds): three or more round trips on the path
+// of the first block reduction. Here every thread loads its slot (base, norm_w, delta_w, the parts), the first
+// warp also the base and weights of an extra slot (threads + lane), and every thread one part of the extra slots
+// (slot threads + t % E, part t / E, E = n4 - threads: parts x E <= threads); those go through the vector's
+// shared memory (parts x E < n4 float4s, one spare), and the first warp sums them in part order after a barrier:
+// the same sums in the same order as fold_regs (bit-equal vectors for finite inputs).
+__device__ void fold_flat8(float* vec, float* red, const int n, const int n4, const float* src,
+                           const float* delta, const int parts, const float* delta_w,
+                           float* resid_out, const float* norm_w, const float eps) {
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int t = threadIdx.x, bd = blockDim.x, E = n4 - bd;
+    float4 b[2], d[2] = {z, z}, dw[2], nw[2];
+    const int xe = bd + min(t, E - 1);  // the first warp's extra slot (clamped for the other lanes)
+    const int xp = t / E;               // this thread's part of the extra slots
+    b[0] = ld4_here(src, t);  // the residual (src != NULL: the first layer's x_in fold takes fold_regs)
+    b[1] = ld4_here(src, xe);
+    nw[0] = ld4_here(norm_w, t);
+    nw[1] = ld4_here(norm_w, xe);
+    dw[0] = ld4_here(delta_w, t);
+    dw[1] = ld4_here(delta_w, xe);
+    const float4 xv = ld4_here(delta, (size_t)min(xp, parts - 1) * n4 + bd + t % E);
+    float4 pv[FLAT8_PARTS];  // every part of this thread's slot (a clamped part index repeats the last part's
+#pragma unroll               // address: no branch between the loads)
+    for (int p = 0; p < FLAT8_PARTS; ++p) pv[p] = ld4_here(delta, (size_t)min(p, parts - 1) * n4 + t);
+    // dependences that change no result, so that ptxas issues every load above before the first use (it
+    // otherwise sinks some below the first stall: a second round trip): the parts' sum starts from -0 instead of
+    // +0 when a loaded value is NaN (x + parts: the same sums), and the extra part goes to the spare slot when
+    // this slot's sum is NaN (the block's delta norm, hence every output, is NaN then either way)
+    bool nan_in = isnan(b[0].x) | isnan(b[1].x) | isnan(nw[0].x) | isnan(nw[1].x) | isnan(dw[0].x) | isnan(dw[1].x)
+                  | isnan(xv.x);
+#pragma unroll
+    for (int p = 0; p < FLAT8_PARTS; ++p) nan_in |= isnan(pv[p].x);
+    if (nan_in) d[0] = make_float4(-0.f, -0.f, -0.f, -0.f);
+#pragma unroll
+    for (int p = 0; p < FLAT8_PARTS; ++p)
+        if (p < parts) { d[0].x += pv[p].x; d[0].y += pv[p].y; d[0].z += pv[p].z; d[0].w += pv[p].w; }
+    float4* scratch = reinterpret_cast<float4*>(vec);  // [parts][E] (+ one spare), before the vector is written
+    scratch[xp < parts && !isnan(d[0].x) ? xp * E + t % E : parts * E] = xv;
+    __syncthreads();
+    if (t < E) {
+        for (int p = 0; p < parts; ++p) {
+            const float4 v = scratch[p * E + t];
+            d[1].x += v.x; d[1].y += v.y; d[1].z += v.z; d[1].w += v.w;
+        }
+    } else {
+        b[1] = z; d[1] = z; dw[1] = z; nw[1] = z;
+    }
+    fold_tail<2>(vec, red, n, n4, b, d, dw, nw, true, resid_out, eps);
+}
+
 // The GEMV's input vector, n floats in shared memory.
 //   fold  (norm_w != NULL): r = base + rms(sum_p delta[p]) * delta_w, base = resid_in, or x_in * x_scale
 //         when resid_in is NULL; no delta term when delta is NULL. Block (0,0) stores r to resid_out
 //         (when not NULL); vec = rms(r) * norm_w. All weights are effective ((1 + w) applied).
 //   plain (norm_w == NULL): vec = src[0, n)
+// FLAT8: the instance may take fold_flat8, compiled only into the instances whose rows are longer than 1024 and
+// that are not gate|up (the only folds of several parts, after a split-K down, that can hold extra slots at 256
+// threads: gemma3-1b's qkv and LM head), so that the other GEMVs keep their registers.
+template <bool FLAT8>
 __device__ void form_vector(float* vec, float* red, const int n, const float* src, const __half* x_in,
                             const float x_scale, const float* delta, const int delta_parts, const float* delta_w,
                             float* resid_out, const float* norm_w, const float eps) {
@@ -179,6 +286,14 @@ __device__ void form_vector(float* vec, float* red, const int n, const float* sr
         __syncthreads();
         return;
     }
+#ifndef VLM_NO_FLAT8  // (the tests' build of fold_regs alone, to compare bits)
+    const int extra = n4 - (int)blockDim.x;
+    if (FLAT8 && src != NULL && delta != NULL && delta_parts > 1 && delta_parts <= FLAT8_PARTS && extra > 0
+        && extra <= 32 && delta_parts * extra <= blockDim.x && delta_parts * extra < n4) {
+        fold_flat8(vec, red, n, n4, src, delta, delta_parts, delta_w, resid_out, norm_w, eps);
+        return;
+    }
+#endif
     if (n4 <= FOLD_R * (int)blockDim.x) {  // every load of the fold in flight at once, 2 block reductions
         fold_regs(vec, red, n, n4, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps);
         return;

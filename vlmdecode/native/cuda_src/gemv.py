@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(256) gemv(
     if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
     STAMP(1);
-    form_vector(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0), x_in, x_scale,
-                delta, delta_parts, delta_w, resid_out, norm_w, eps);
+    form_vector<EPI != EPI_GELU && NV >= 5>(vec, red, k_len, src == NULL ? NULL : src + (norm_w == NULL ? k0 : 0),
+                                            x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps);
     float bv = -INF_F;
     long long bi = NO_INDEX;
     bool bad = false;
