@@ -19,7 +19,8 @@ stamps perturb.
 --context N: the step at context N (KV capacity N + 48, as h200_native.py's context-4096 part) instead of 1024.
 --shapes JSON: Shapes overrides for the step (e.g. '{"o": [8, 2]}'); the file name then gains a tag.
 --variants JSON ('{"name": ["-DVLM_X", "nopdl:attn", ...]}'): stamped builds of source variants (or of kernel
-classes launched without PDL) beside the plain stamped one,
+classes launched without PDL) beside the plain stamped one (an entry "nostamps": built without stamps and only
+replay-timed, the unstamped side by side with the decoder's own graph),
 each checked against the decoder's graph (max |logit difference|), all replay-timed interleaved over 5 rounds, and
 each given the tables above under "variants" (the plain one also at the top level). Every build also keeps each
 block's stamps of the first local and first global attention launch after layer 0, and, for GEMVs that stamp
@@ -63,8 +64,10 @@ def stamped_launches(dec, stamps, defines=()):
     names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
     used = sorted({names[id(b.fn)] for b in dec.body})
     no_pdl = {d.split(":", 1)[1] for d in defines if d.startswith("nopdl:")}
-    defines = tuple(d for d in defines if not d.startswith("nopdl:"))
-    mod = cupy.RawModule(code=SOURCE, options=("-std=c++17", "-DVLM_STAMPS", *defines), name_expressions=used)
+    stamped = "nostamps" not in defines
+    defines = tuple(d for d in defines if not d.startswith("nopdl:") and d != "nostamps")
+    options = ("-std=c++17", *(("-DVLM_STAMPS",) if stamped else ()), *defines)
+    mod = cupy.RawModule(code=SOURCE, options=options, name_expressions=used)
     fns = {n: mod.get_function(n) for n in used}
     launches, offsets, off = [], [], 0
     for b in dec.body:
@@ -74,7 +77,7 @@ def stamped_launches(dec, stamps, defines=()):
         if name.startswith("attention_cl") and int(name.split(",")[3]) > 8:
             K._allow_large_clusters(fn)
         arg = np.uint64(stamps.data.ptr + off * SLOTS * 8)
-        launch = K.Launch(b.name, fn, b.grid, b.block, b.args + (arg,), b.shared, b.nbytes,
+        launch = K.Launch(b.name, fn, b.grid, b.block, b.args + ((arg,) if stamped else ()), b.shared, b.nbytes,
                           pdl=b.pdl and kind(b.name) not in no_pdl)
         launch.prepare()
         launches.append(launch)
@@ -240,6 +243,8 @@ def main(samples: int = 7, back_to_back: int = 10, rounds: int = 5) -> None:
     res["replay_ms_median"] = {n: float(np.median(v)) for n, v in times.items()}
     res["variants"] = {}
     for name, (graph, stamps, offsets) in built.items():
+        if "nostamps" in variants[name]:  # replay-timed only (an unstamped build beside the decoder's own graph)
+            continue
         rows, phases, raw = record(dec, graph, stamps, offsets, names, samples, back_to_back)
         res["variants"][name] = summarise(dec, rows, phases, raw, offsets, names)
     ticks = np.diff(np.unique(raw[:, :3].astype(np.int64)))
