@@ -1,0 +1,41 @@
+"""H200: the native decoder's own replayed step, alone in a process (for A/B runs across processes: two kernel
+modules of the same source time up to ~1% apart within one process, h200_native_timeline_flat8_ab.json, so a
+source change is compared over several processes of each tree, alternating): the gemma3-1b step (fused-cuda,
+context 1024, KV capacity 1072), the decoder's graph replayed 200 times a round, 7 rounds, medians.
+Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import h200_native as hn  # noqa: E402  (fixtures, provenance; nothing runs at import)
+from h200_native_ablate import timed  # noqa: E402
+
+
+def main(rounds: int = 7) -> None:
+    from vlmdecode.profiling import prompt_ids
+
+    hn.provenance()
+    res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
+           "context": hn.CONTEXT, "kv_capacity": hn.CAPACITY}
+    pipe = hn.gemma_native()
+    dec = pipe.decoder
+    dec.prepare_timing(pipe.embed(prompt_ids(hn.CONTEXT), None))
+    g = dec.graph(False)
+    timed(dec, g)  # warm-up
+    res["replay_ms"] = [timed(dec, g) for _ in range(rounds)]
+    res["replay_ms_median"] = float(np.median(res["replay_ms"]))
+    print(json.dumps({k: res[k] for k in ("replay_ms_median", "replay_ms")}), flush=True)
+    hn.OUT.mkdir(parents=True, exist_ok=True)
+    (hn.OUT / "h200_native_replay.json").write_text(json.dumps(res, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
