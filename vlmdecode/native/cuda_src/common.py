@@ -99,19 +99,6 @@ __device__ __forceinline__ float dot8(const uint4 w, const float* x) {
     return dot8(w, *reinterpret_cast<const float4*>(x), *reinterpret_cast<const float4*>(x + 4));
 }
 
-#ifdef VLM_NORM_L2KEEP
-// experiment: the fold's norm weights (read once a step, after ~2 GB of weights have streamed through L2) loaded
-// with an L2 evict_last policy, so that they stay in L2 from one step to the next
-__device__ __forceinline__ float4 ld4_keep(const float* base, const size_t i) {
-    float4 v;
-    asm volatile("{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
-                 "ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], pol;\n\t}"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(reinterpret_cast<const float4*>(base) + i));
-    return v;
-}
-#define NORM4(p, i) ld4_keep(p, i)
-#endif
-
 #define FOLD_R 3  // float4 slots per thread of the register fold: n <= 12 x threads (1152 at >= 96 threads)
 
 __device__ __forceinline__ float4 f4_fma(const float4 a, const float s, const float4 b, const float4 c) {
@@ -182,17 +169,9 @@ __device__ void fold_regs(float* vec, float* red, const int n, const int n4, con
                 const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
                 b[j] = make_float4(lo.x * x_scale, lo.y * x_scale, hi.x * x_scale, hi.y * x_scale);
             }
-#ifdef VLM_NORM_L2KEEP
-            nw[j] = NORM4(norm_w, i);
-#else
             nw[j] = reinterpret_cast<const float4*>(norm_w)[i];
-#endif
             if (delta != NULL) {
-#ifdef VLM_NORM_L2KEEP
-                dw[j] = NORM4(delta_w, i);
-#else
                 dw[j] = reinterpret_cast<const float4*>(delta_w)[i];
-#endif
 #pragma unroll 8
                 for (int p = 0; p < delta_parts; ++p) {
                     const float4 v = reinterpret_cast<const float4*>(delta + (size_t)p * n)[i];
@@ -254,17 +233,10 @@ __device__ void fold_flat8(float* vec, float* red, const int n, const int n4, co
     const int xp = t / E;               // this thread's part of the extra slots
     b[0] = ld4_here(src, t);  // the residual (src != NULL: the first layer's x_in fold takes fold_regs)
     b[1] = ld4_here(src, xe);
-#ifdef VLM_NORM_L2KEEP
-    nw[0] = NORM4(norm_w, t);
-    nw[1] = NORM4(norm_w, xe);
-    dw[0] = NORM4(delta_w, t);
-    dw[1] = NORM4(delta_w, xe);
-#else
     nw[0] = ld4_here(norm_w, t);
     nw[1] = ld4_here(norm_w, xe);
     dw[0] = ld4_here(delta_w, t);
     dw[1] = ld4_here(delta_w, xe);
-#endif
     const float4 xv = ld4_here(delta, (size_t)min(xp, parts - 1) * n4 + bd + t % E);
     float4 pv[FLAT8_PARTS];  // every part of this thread's slot (a clamped part index repeats the last part's
 #pragma unroll               // address: no branch between the loads)
