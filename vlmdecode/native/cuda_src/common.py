@@ -108,8 +108,10 @@ __device__ __forceinline__ float4 f4_fma(const float4 a, const float s, const fl
 
 __device__ __forceinline__ float f4_dot(const float4 a) { return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w; }
 
-// the fold's reductions and stores over a thread's R float4 slots (i = thread + j x threads), every load done:
-// base b, delta d (summed over parts), delta_w dw, norm_w nw, zero in slots past n4
+// fold_flat8's reductions and stores over a thread's R float4 slots (i = thread + j x threads), every load done:
+// base b, delta d (summed over parts), delta_w dw, norm_w nw, zero in slots past n4. fold_regs keeps the same
+// lines inline: called through here, ptxas schedules the other GEMVs (o, gate|up, down) differently, and those
+// builds were not the ones measured (h200_native_flat8_ab_9457657.json)
 template <int R>
 __device__ __forceinline__ void fold_tail(float* vec, float* red, const int n, const int n4, float4 (&b)[R],
                                           const float4 (&d)[R], const float4 (&dw)[R], const float4 (&nw)[R],
@@ -138,15 +140,6 @@ __device__ __forceinline__ void fold_tail(float* vec, float* red, const int n, c
         if (i < n4) reinterpret_cast<float4*>(vec)[i] = f4_fma(b[j], inv, nw[j], z);
     }
     __syncthreads();
-}
-
-// base (resid_in, or x_in * x_scale) as float4 number i
-__device__ __forceinline__ float4 fold_base(const float* src, const __half* x_in, const float x_scale, const int i) {
-    if (src != NULL) return reinterpret_cast<const float4*>(src)[i];
-    const uint2 u = reinterpret_cast<const uint2*>(x_in)[i];
-    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
-    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
-    return make_float4(lo.x * x_scale, lo.y * x_scale, hi.x * x_scale, hi.y * x_scale);
 }
 
 // form_vector's fold with n / 4 <= FOLD_R x threads: this thread's float4s of base, delta (summed over
