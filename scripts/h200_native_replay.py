@@ -1,5 +1,5 @@
 """H200: the native decoder's own replayed step, alone in a process (for A/B runs across processes: two kernel
-modules of the same source time up to ~1% apart within one process, h200_native_timeline_flat8_ab.json, so a
+modules of the same source time up to 1.3% apart within one process, h200_native_timeline_flat8_ab_9457657.json, so a
 source change is compared over several processes of each tree, alternating): the gemma3-1b step (fused-cuda,
 context 1024, KV capacity 1072), the decoder's graph replayed 200 times a round, 7 rounds, medians.
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py

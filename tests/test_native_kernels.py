@@ -87,16 +87,19 @@ def test_kernel_names():
         K.gemv_name(5, 2, K.EPI_GELU, 3)
 
 
+# gemv<NV, RPW, EPI, PF>'s parameter types (cuda_src.gemv), for explicit instantiations
+GEMV_SIG = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
+            "const float*,float,float*,__half*,float,float*,long long*,const long long*,const int*")
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
 def test_source_compiles_for_sm90_without_spills(tmp_path):
-    sig = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
-           "const float*,float,float*,__half*,float,float*,long long*,const long long*,const int*")
     att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
            "__half*,__half*,int,int,float,float,int,float*,int*,float*")
     shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]
-    inst = [f"template __global__ void gemv<{nv},{rpw},{epi},1>({sig});" for nv, rpw, epi in shapes]
-    inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({sig});" for nv, rpw, epi in shapes[:3]]
-    inst += [f"template __global__ void gemv<{nv},{rpw},{epi},2>({sig});" for nv, rpw, epi in shapes[:4]]
+    inst = [f"template __global__ void gemv<{nv},{rpw},{epi},1>({GEMV_SIG});" for nv, rpw, epi in shapes]
+    inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({GEMV_SIG});" for nv, rpw, epi in shapes[:3]]
+    inst += [f"template __global__ void gemv<{nv},{rpw},{epi},2>({GEMV_SIG});" for nv, rpw, epi in shapes[:4]]
     inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
           (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4), (256, 4, 4, 16, 8))
@@ -116,12 +119,10 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
 def test_stamped_source_compiles_and_only_with_the_define(tmp_path):
     """-DVLM_STAMPS (scripts/h200_native_timeline.py) adds a last `stamps` parameter to gemv and attention_cl and
     reads %globaltimer; without the define no kernel reads the timer."""
-    sig = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
-           "const float*,float,float*,__half*,float,float*,long long*,const long long*,const int*")
     att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
            "__half*,__half*,int,int,float,float,int,float*,int*,float*")
     for define, extra in ((True, ",unsigned long long*"), (False, "")):
-        inst = [f"template __global__ void gemv<5,2,1,0>({sig}{extra});",
+        inst = [f"template __global__ void gemv<5,2,1,0>({GEMV_SIG}{extra});",
                 f"template __global__ void attention_cl<256,4,8,16,4>({att}{extra});"]
         src = tmp_path / f"stamped{int(define)}.cu"
         src.write_text(SOURCE + "\n".join(inst) + "\n")
@@ -177,11 +178,9 @@ def test_step_gemv_registers_at_gemma3_1b(tmp_path):
     """gemma3-1b's five step GEMV instances compile without spills, gate|up within the 80 registers that keep three
     of its 256-thread blocks on an SM, qkv (whose fold_flat8 holds every load of its fold at once) within the 128
     that keep two."""
-    sig = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
-           "const float*,float,float*,__half*,float,float*,long long*,const long long*,const int*")
     inst = ("5,1,0,1", "4,1,0,1", "5,2,1,0", "4,1,0,2", "5,2,2,0")  # qkv, o, gate|up, down, head
     src = tmp_path / "step.cu"
-    src.write_text(SOURCE + "".join(f"template __global__ void gemv<{a}>({sig});\n" for a in inst))
+    src.write_text(SOURCE + "".join(f"template __global__ void gemv<{a}>({GEMV_SIG});\n" for a in inst))
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-std=c++17", "-Xptxas", "-v", "-o",
                         str(tmp_path / "s.cubin"), str(src)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
