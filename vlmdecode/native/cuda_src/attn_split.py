@@ -95,6 +95,9 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         if (q_norm != NULL) { ld8(q_norm + dd[v], qw + 8 * v); ld8(q_norm + dp[v], qwp + 8 * v); }
         if (k_norm != NULL && tail) { ld8(k_norm + dd[v], kw + 8 * v); ld8(k_norm + dp[v], kwp + 8 * v); }
     }
+    keep_param_reads((unsigned long long)qkv_in ^ (unsigned long long)part ^ (unsigned long long)counter
+                         ^ (unsigned long long)out,
+                     __float_as_uint(scale) ^ __float_as_uint(softcap) ^ __float_as_uint(eps) ^ (unsigned int)nq, out);
     pdl_wait();  // qkv is the previous kernel's output
     STAMP(1);
     const float* qkv;  // its address only from here on: no load of it can be scheduled above the wait

@@ -31,6 +31,16 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// A kernel's first read of each parameter misses the immediate-constant cache (imc_miss in
+// h200_native_stalls_8fc2db4.json). A kernel that touches the parameters it needs after pdl_wait before the
+// wait overlaps those misses with the earlier kernel's tail (h200_param_warm_ab.json, h200_attn_touch_ab.json):
+// it xors them into `ptrs` (pointers) and `words` (scalars' bits) and hands both here. The store never runs:
+// every pointer is at least 2-byte aligned, so their xor is never 1; it only keeps the reads.
+__device__ __forceinline__ void keep_param_reads(const unsigned long long ptrs, const unsigned int words,
+                                                 float* sink) {
+    if (ptrs == 1ull && words == 1u) sink[0] = 0.f;
+}
+
 // Timeline stamps (scripts/h200_native_timeline.py compiles with -DVLM_STAMPS; empty otherwise): a kernel
 // that takes STAMP_PARAM (its last parameter) records %globaltimer per block (thread 0) at its start (0), after
 // pdl_wait (1), at its end (2, after a block barrier) and, attention_cl, at its phases (3-6) into

@@ -37,20 +37,16 @@ __device__ __forceinline__ void load_rows(uint4 (&w)[RPW][NV], const __half* W, 
         }
 }
 
-// Reads form_vector's parameters before pdl_wait: their first reads miss the immediate-constant cache
-// (imc_miss in h200_native_stalls_8fc2db4.json), and before the wait those misses overlap the earlier kernel's
-// tail (h200_native_param_warm_*.json). The store never runs: every pointer is at least 2-byte aligned, so
-// their xor is never 1; it only keeps the reads from being dropped.
+// form_vector's parameters touched before pdl_wait (keep_param_reads)
 __device__ __forceinline__ void touch_params(const float* src, const __half* x_in, const float* delta,
                                              const float* delta_w, float* resid_out, const float* norm_w, float* y,
                                              const float x_scale, const float eps, const int delta_parts,
                                              const int k_len) {
-    const unsigned long long a = (unsigned long long)src ^ (unsigned long long)x_in ^ (unsigned long long)delta
-        ^ (unsigned long long)delta_w ^ (unsigned long long)resid_out ^ (unsigned long long)norm_w
-        ^ (unsigned long long)y;
-    const unsigned int b = __float_as_uint(x_scale) ^ __float_as_uint(eps) ^ (unsigned int)delta_parts
-        ^ (unsigned int)k_len;
-    if (a == 1ull && b == 1u) y[0] = 0.f;
+    keep_param_reads((unsigned long long)src ^ (unsigned long long)x_in ^ (unsigned long long)delta
+                         ^ (unsigned long long)delta_w ^ (unsigned long long)resid_out ^ (unsigned long long)norm_w
+                         ^ (unsigned long long)y,
+                     __float_as_uint(x_scale) ^ __float_as_uint(eps) ^ (unsigned int)delta_parts ^ (unsigned int)k_len,
+                     y);
 }
 
 template <int NV, int RPW, int EPI, int PF>
@@ -81,7 +77,7 @@ __global__ void __launch_bounds__(256) gemv(
     STAMP(0);
     pdl_trigger();
     if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
-    if (EPI == EPI_GELU || NV >= 5)  // the folding GEMVs (qkv, gate|up, LM head)
+    if (EPI == EPI_GELU || NV >= 5)  // the folding GEMVs (qkv, gate|up, LM head); in o and down it costs more
         touch_params(src, x_in, delta, delta_w, resid_out, norm_w, y, x_scale, eps, delta_parts, k_len);
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
     STAMP(1);
