@@ -226,10 +226,8 @@ plt.show()
 # so the sum is the step without launch gaps but also without PDL overlap (each kernel's start-up and tail are
 # paid alone): here it is longer than the replayed step. `planned_MB` is what each launch accounts for; where
 # `dram_MB` is smaller the L2 held the data (attention's KV). Look at `of_copy_bw` and `us_each`: the LM head
-# streams near the copy bandwidth, gate|up and down at about half of it, QKV and o far below; attention moves
-# almost nothing from DRAM yet takes a quarter of the step: it is latency-bound. (Profiled with the chunked
-# attention kernel, before `attention_cl` became the default: `data/results/h200_native_attention.json` has the
-# step with each.)
+# streams at the copy bandwidth, gate|up and down at about half of it, QKV and o far below; attention moves
+# almost nothing from DRAM yet takes a sixth of the step: it is latency-bound.
 
 # %%
 ncu = results_native.ncu_classes()
@@ -257,7 +255,7 @@ plots_native.plot_read_rates(rates)
 plt.show()
 
 # %% [markdown]
-# Inside one replayed native step (`data/results/h200_native_timeline_phases_0ae9d64.json`,
+# Inside one replayed native step (`data/results/h200_native_timeline_b29d6b2.json`,
 # `scripts/h200_native_timeline.py`, the decoder's default shapes): every block of every launch stamped the GPU
 # clock when it became resident, when its `pdl_wait` let it go and when it finished. The first table gives each
 # kernel class's lead (start minus its predecessor's end), release, body and span of a layer, in µs; the second,

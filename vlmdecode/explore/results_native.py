@@ -200,7 +200,7 @@ def read_rates(root=None) -> pd.DataFrame:
     return t
 
 
-TIMELINE_FILE = "h200_native_timeline_phases_0ae9d64.json"  # main at 0ae9d64: the decoder's default shapes
+TIMELINE_FILE = "h200_native_timeline_b29d6b2.json"  # main at b29d6b2 (code of 8f7bae3): the decoder's default shapes
 TIMELINE_COLUMNS = ["launch", "layer", "class", "blocks", "start_us", "wait_us", "end_us"]
 
 
