@@ -265,7 +265,7 @@ def layer_budget(root=None) -> pd.DataFrame:
     return out
 
 
-STALLS_FILE = "h200_native_stalls_8fc2db4.json"  # main at 8fc2db4: the decoder's default shapes
+STALLS_FILE = "h200_native_stalls_749ff3a.json"  # main at 749ff3a (code of 8f7bae3): the decoder's default shapes
 STALL_COLUMNS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "membar", "selected")  # the rest: "other"
 
 
