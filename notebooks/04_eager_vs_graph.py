@@ -127,8 +127,8 @@ plt.show()
 # ## Per-step lines, live
 # Per-step time of one generation per available mode on this machine (CPU resident here; with a GPU the
 # CUDA eager, graph and device modes on the tiny fp16 fixture). Step 0 includes the prefill; graph mode's
-# first decode step is onnxruntime's capturing run (it executes the step three times). Look at the level after step 0, not the spikes
-# (a shared machine's noise).
+# first decode step is onnxruntime's capturing run (it executes the step three times). Look at the level after
+# step 0, not the spikes (a shared machine's noise).
 
 # %% tags=["nbval-ignore-output"]
 # timings: different on every run
