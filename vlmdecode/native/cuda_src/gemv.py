@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(256) gemv(
     if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
     if (EPI == EPI_GELU || NV >= 5)  // the folding GEMVs (qkv, gate|up, LM head): every form_vector parameter
         touch_params(src, x_in, delta, delta_w, resid_out, norm_w, y, x_scale, eps, delta_parts, k_len);
-    else  // o and down: only what their plain vector and stores read (all of them costs registers: 80 -> 98)
+    else  // o and down: only what their plain vector and stores read (all: more registers, fold_ptxas_2d8dc3e.txt)
         keep_param_reads((unsigned long long)src ^ (unsigned long long)norm_w ^ (unsigned long long)y,
                          (unsigned int)k_len, y);
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
