@@ -49,10 +49,7 @@ def native_prepared():
 
     pipe = h200_native.gemma_native()
     if os.environ.get("NATIVE_SHAPES"):  # Shapes overrides as JSON, e.g. {"gate_up": [8, 2, 1]}
-        from vlmdecode.native.kernels import Shapes
-
-        over = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(os.environ["NATIVE_SHAPES"]).items()}
-        pipe.decoder.rebuild(Shapes(**{**pipe.decoder.shapes.__dict__, **over}))
+        pipe.decoder.rebuild(pipe.decoder.shapes.with_overrides(json.loads(os.environ["NATIVE_SHAPES"])))
     pipe.decoder.prepare_timing(pipe.embed(prompt_ids(CONTEXT), None))
     return pipe
 

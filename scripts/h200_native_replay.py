@@ -1,13 +1,15 @@
 """H200: the native decoder's own replayed step, alone in a process (for A/B runs across processes: two kernel
 modules of the same source time up to 1.3% apart within one process, h200_native_timeline_flat8_ab_9457657.json, so a
 source change is compared over several processes of each tree, alternating): the gemma3-1b step (fused-cuda,
-context 1024, KV capacity 1072), the decoder's graph replayed 200 times a round, 7 rounds, medians.
+context 1024, KV capacity 1072), the decoder's graph replayed 200 times a round, 7 rounds, medians. $NATIVE_SHAPES:
+Shapes overrides (JSON, e.g. '{"qkv": [8, 2]}', `Shapes.with_overrides`) for the step replayed.
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +29,9 @@ def main(rounds: int = 7) -> None:
            "context": hn.CONTEXT, "kv_capacity": hn.CAPACITY}
     pipe = hn.gemma_native()
     dec = pipe.decoder
+    if os.environ.get("NATIVE_SHAPES"):
+        dec.rebuild(dec.shapes.with_overrides(json.loads(os.environ["NATIVE_SHAPES"])))
+    res["shapes"] = str(dec.shapes)
     dec.prepare_timing(pipe.embed(prompt_ids(hn.CONTEXT), None))
     g = dec.graph(False)
     timed(dec, g)  # warm-up

@@ -17,7 +17,7 @@ memory, the cluster exchange; PHASES), reported per attention launch and over lo
 view of each block, medians). The stamped graph's replay time beside the decoder's own graph says how much the
 stamps perturb.
 --context N: the step at context N (KV capacity N + 48, as h200_native.py's context-4096 part) instead of 1024.
---shapes JSON: Shapes overrides for the step (e.g. '{"o": [8, 2]}'); the file name then gains a tag.
+--shapes JSON: Shapes overrides for the step (`Shapes.with_overrides`, e.g. '{"o": [8, 2]}'); --tag TAG names the file.
 --variants JSON ('{"name": ["-DVLM_X", "nopdl:attn", ...]}'): stamped builds of source variants (or of kernel
 classes launched without PDL) beside the plain stamped one (an entry "nostamps": built without stamps and only
 replay-timed, the unstamped side by side with the decoder's own graph),
@@ -206,11 +206,7 @@ def main(samples: int = 7, back_to_back: int = 10, rounds: int = 5) -> None:
     pipe = hn.gemma_pipe("native", capacity)
     dec = pipe.decoder
     if "--shapes" in sys.argv:
-        from vlmdecode.native.kernels import Shapes
-
-        over = {k: tuple(v) if isinstance(v, list) else v
-                for k, v in json.loads(sys.argv[sys.argv.index("--shapes") + 1]).items()}
-        dec.rebuild(Shapes(**{**dec.shapes.__dict__, **over}))
+        dec.rebuild(dec.shapes.with_overrides(json.loads(sys.argv[sys.argv.index("--shapes") + 1])))
     # --variants '{"name": ["-DVLM_X", ...]}': stamped builds of source variants beside the plain stamped one
     variants = {"stamped": [], **(json.loads(sys.argv[sys.argv.index("--variants") + 1])
                                   if "--variants" in sys.argv else {})}

@@ -1,18 +1,21 @@
 """No GPU: ptxas's register and spill report for attention_cl's instances (issue 16: what a kernel change costs in
 registers, which set how many blocks an SM holds). Writes the package's CUDA source (`native.kernels_src.SOURCE`)
 with explicit instantiations of INSTANCES to a temporary .cu and compiles it with nvcc --cubin -arch=sm_90
--Xptxas -v; prints nvcc's version and, per instance, ptxas's lines.
+-Xptxas -v (CCCL headers from $CCCL_INCLUDE where nvcc lacks them, as a pip-installed nvcc does); prints nvcc's
+version and, per instance, ptxas's lines.
 Usage: python scripts/ptxas_attention.py [REPO]   (REPO: a checkout whose vlmdecode to compile; default this one)
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-INSTANCES = ("64,2,8,16,4", "256,4,8,16,4", "256,4,4,16,8")  # tiny's default, batch 8 at 256, gemma3-1b's default
+INSTANCES = ("64,2,8,16,4", "256,4,8,16,4", "256,4,4,16,8", "256,4,4,16,4")  # tiny's default, batch 8 at 256,
+# gemma3-1b's default (8 warps, batch 4), and the same in 4 warps (attn_threads 128)
 SIG = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
        "__half*,__half*,int,int,float,float,int,float*,int*,float*")
 
@@ -26,8 +29,11 @@ def main(repo: str) -> None:
         for inst in INSTANCES:
             cu = Path(tmp) / "a.cu"
             cu.write_text(SOURCE + f"template __global__ void attention_cl<{inst}>({SIG});\n")
-            r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-std=c++17", "-Xptxas", "-v", "-o",
+            inc = [f"-I{os.environ['CCCL_INCLUDE']}"] if os.environ.get("CCCL_INCLUDE") else []
+            r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-std=c++17", *inc, "-Xptxas", "-v", "-o",
                                 str(Path(tmp) / "a.cubin"), str(cu)], capture_output=True, text=True)
+            if r.returncode:
+                sys.exit(f"attention_cl<{inst}>: nvcc exit {r.returncode}:\n{r.stderr[-2000:]}")
             lines = r.stderr.splitlines()
             # ptxas reports each entry after its "Compiling entry function" line; keep attention_cl's
             at = next(i for i, line in enumerate(lines) if "attention_cl" in line and "Compiling" in line)

@@ -3,6 +3,7 @@ nvcc is installed) that the CUDA source compiles for sm_90 without stack frames 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -46,6 +47,16 @@ def test_shapes_name_each_step_gemvs_block_shape_and_instance():
     assert got == {(5, 1, K.EPI_PLAIN, 1), (4, 1, K.EPI_PLAIN, 1), (5, 2, K.EPI_GELU, 0), (4, 1, K.EPI_PLAIN, 2),
                    (5, 2, K.EPI_HEAD, 0)}
     assert K.Shapes(o=(8, 2, 2)).gemv_instances({"o": 1024}) == {(4, 2, K.EPI_PLAIN, 2)}
+
+
+def test_shapes_with_overrides_from_json():
+    base = K.Shapes.for_head_dim(256)
+    got = base.with_overrides(json.loads('{"qkv": [8, 2], "attn_threads": 128}'))
+    assert got.qkv == (8, 2) and got.attn_threads == 128 and got.attn_batch == base.attn_batch == 4
+    assert got.gemv("qkv") == dict(warps=8, rpw=2, prefetch_weights=1) and base.qkv == (8, 1)
+    assert base.with_overrides({}) == base
+    with pytest.raises(K.KernelShapeError, match=r"unknown Shapes fields \['qvk'\].*'qkv'"):
+        base.with_overrides({"qvk": [8, 2]})
 
 
 def test_attention_geometry():

@@ -10,7 +10,7 @@ geometry helpers are plain numpy and run without a GPU; everything else needs Cu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -60,6 +60,15 @@ class Shapes:
         if attention_layout(head_dim)[1] == 32:
             return cls(attn_threads=256, attn_batch=4)
         return cls()
+
+    def with_overrides(self, over: dict) -> Shapes:
+        """These shapes with the fields `over` names replaced, from JSON values (lists become tuples): what the
+        H200 scripts' --shapes / $NATIVE_SHAPES give, e.g. {"qkv": [8, 2], "attn_threads": 128}."""
+        known = [f.name for f in fields(self)]
+        unknown = sorted(set(over) - set(known))
+        if unknown:
+            raise KernelShapeError(f"unknown Shapes fields {unknown}; the fields are {known}")
+        return replace(self, **{k: tuple(v) if isinstance(v, list) else v for k, v in over.items()})
 
     def gemv(self, cls: str) -> dict:
         """gemv()'s block-shape keywords for one step GEMV class (STEP_GEMVS): warps, rpw, prefetch_weights

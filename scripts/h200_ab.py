@@ -1,0 +1,59 @@
+"""H200: variants of the native step A/B'd across processes. Each variant is a set of environment variables for
+scripts/h200_native_replay.py (on main: NATIVE_SHAPES, Shapes overrides as JSON; a probe branch may read more, such
+as -D flags for its kernel module); every process runs that script (its own decoder and kernel module: the
+gemma3-1b step, context 1024, capacity 1072, 7 rounds of 200 replays) for one variant, in an order rotated each round
+so that no variant always follows the same one. Two kernel modules of the same source time up to 1.3% apart within
+one process (h200_native_timeline_flat8_ab_9457657.json), so a change lands on processes of its own, not on one
+process's comparison. Writes $OUT/NAME.json: each variant's process medians, the median of them, its ratio to the
+first variant (the base), and every process's replay file (with provenance).
+Usage: OUT=/tmp/out python3 scripts/h200_ab.py NAME '{"base": {}, "x": {"NATIVE_SHAPES": {"qkv": [8, 2]}}}' [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def variant_env(env: dict) -> dict[str, str]:
+    """A variant's variables as the process sees them: strings as given, anything else as JSON."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}
+
+
+def main(name: str, variants: dict[str, dict], rounds: int = 3) -> None:
+    out = Path(os.environ["OUT"])
+    out.mkdir(parents=True, exist_ok=True)
+    names = list(variants)
+    runs: dict[str, list[dict]] = {v: [] for v in names}
+    for r in range(rounds):
+        for v in names[r % len(names):] + names[:r % len(names)]:
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(os.environ, OUT=tmp, **variant_env(variants[v]))
+                p = subprocess.run([sys.executable, str(HERE / "h200_native_replay.py")], env=env,
+                                   capture_output=True, text=True, timeout=240)
+                f = Path(tmp) / "h200_native_replay.json"
+                if p.returncode or not f.exists():
+                    print(f"{v} round {r}: failed (rc {p.returncode}): {p.stderr[-600:]}", flush=True)
+                    continue
+                res = json.loads(f.read_text())
+            res["round"], res["env"] = r, variants[v]
+            runs[v].append(res)
+            print(f"{v} round {r}: {res['replay_ms_median']:.4f} ms", flush=True)
+    med = {v: statistics.median(x["replay_ms_median"] for x in runs[v]) for v in names if runs[v]}
+    base = names[0]
+    summary = {"what": f"h200_ab.py {name}: variants across processes, rotated order, {rounds} rounds",
+               "variants": variants, "median_of_process_medians_ms": med,
+               "vs_base": {v: med[v] / med[base] for v in med} if base in med else {}, "runs": runs}
+    (out / f"{name}.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps({k: summary[k] for k in ("median_of_process_medians_ms", "vs_base")}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 3)
