@@ -101,20 +101,21 @@ def test_kernel_names():
 # gemv<NV, RPW, EPI, PF>'s parameter types (cuda_src.gemv), for explicit instantiations
 GEMV_SIG = ("const __half*,int,int,int,const float*,const __half*,float,const float*,int,const float*,float*,"
             "const float*,float,float*,__half*,float,float*,long long*,const long long*,const int*")
+# attention / attention_cl's parameter types (cuda_src.attention, attn_split)
+ATT_SIG = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
+           "__half*,__half*,int,int,float,float,int,float*,int*,float*")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
 def test_source_compiles_for_sm90_without_spills(tmp_path):
-    att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
-           "__half*,__half*,int,int,float,float,int,float*,int*,float*")
     shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]
     inst = [f"template __global__ void gemv<{nv},{rpw},{epi},1>({GEMV_SIG});" for nv, rpw, epi in shapes]
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},0>({GEMV_SIG});" for nv, rpw, epi in shapes[:3]]
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},2>({GEMV_SIG});" for nv, rpw, epi in shapes[:4]]
-    inst += [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
+    inst += [f"template __global__ void attention<{d}>({ATT_SIG});" for d in (16, 256)]
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
           (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4), (256, 4, 4, 16, 8))
-    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});" for d, g, kb, c, nw in cl]
+    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({ATT_SIG});" for d, g, kb, c, nw in cl]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
@@ -130,11 +131,9 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
 def test_stamped_source_compiles_and_only_with_the_define(tmp_path):
     """-DVLM_STAMPS (scripts/h200_native_timeline.py) adds a last `stamps` parameter to gemv and attention_cl and
     reads %globaltimer; without the define no kernel reads the timer."""
-    att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
-           "__half*,__half*,int,int,float,float,int,float*,int*,float*")
     for define, extra in ((True, ",unsigned long long*"), (False, "")):
         inst = [f"template __global__ void gemv<5,2,1,0>({GEMV_SIG}{extra});",
-                f"template __global__ void attention_cl<256,4,8,16,4>({att}{extra});"]
+                f"template __global__ void attention_cl<256,4,8,16,4>({ATT_SIG}{extra});"]
         src = tmp_path / f"stamped{int(define)}.cu"
         src.write_text(SOURCE + "\n".join(inst) + "\n")
         ptx = tmp_path / f"k{int(define)}.ptx"
@@ -164,10 +163,8 @@ def test_attention_reads_nothing_through_the_read_only_path_before_the_pdl_wait(
     """In the machine code, no attention kernel loads through the non-coherent read-only path (LDG.CONSTANT)
     before its dependency wait (ACQBULK = griddepcontrol.wait): ptxas hoisted such loads of qkv, which the
     previous kernel writes, above the wait in the first attention_cl, so under PDL it read the previous layer's."""
-    att = ("const float*,int,int,const float*,const float*,float,const float*,const float*,const long long*,"
-           "__half*,__half*,int,int,float,float,int,float*,int*,float*")
-    inst = [f"template __global__ void attention<{d}>({att});" for d in (16, 256)]
-    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({att});"
+    inst = [f"template __global__ void attention<{d}>({ATT_SIG});" for d in (16, 256)]
+    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({ATT_SIG});"
              for d, g, kb, c, nw in ((16, 2, 8, 8, 8), (256, 4, 8, 16, 4), (256, 4, 2, 8, 8))]
     src = tmp_path / "attn.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
