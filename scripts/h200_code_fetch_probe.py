@@ -1,7 +1,8 @@
 """H200 probe: what does a kernel pay to fetch its own code, warm against cold?
 
 Why: the step's kernels are long straight-line code, each run once a layer by every block (attention_cl's sm_90
-instance is ~4450 instructions, 71 KB; the folding GEMVs 42-61 KB; a layer cycles through ~230 KB of code), and
+instance is 4093 instructions, 64 KB; qkv's and gate|up's GEMVs 38 and 31 KB; a layer's five kernels 187 KB:
+data/results/step_code_size_36122c0.txt), and
 several phases of the step take far longer than their loads and arithmetic explain: the fold's ~0.9 us between its
 loads and its first reduction, even right after itself (h200_icache_probe_312527d.json), and attention's 16 blocks
 ending their keys phase on the same 32 ns tick (h200_native_timeline_attn_trigger_d538729.json). If cold code is
@@ -36,10 +37,15 @@ STREAM_BYTES = 192 << 20
 ACC = 32
 
 
+def ffmas(kb: int) -> int:
+    """FFMAs in kb KB of sm_90 code (16 bytes an instruction)."""
+    return kb * 1024 // 16
+
+
 def body(name: str, kb: int) -> str:
-    """An extern "C" kernel `name` whose body is kb KB of FFMAs (16 bytes each) over ACC accumulators."""
-    n = kb * 1024 // 16
-    lines = [f"    a{i % ACC} = fmaf(a{i % ACC}, b, c);" for i in range(n)]
+    """An extern "C" kernel `name` whose body is kb KB of FFMAs over ACC accumulators (gtimer and clock_after:
+    native_kernel_bench.GTIMER_CU)."""
+    lines = [f"    a{i % ACC} = fmaf(a{i % ACC}, b, c);" for i in range(ffmas(kb))]
     init = " ".join(f"float a{i} = (float)(threadIdx.x + {i}) * 1e-3f;" for i in range(ACC))
     total = " + ".join(f"a{i}" for i in range(ACC))
     return f"""
@@ -48,7 +54,7 @@ extern "C" __global__ void {name}(const float b, const float c, unsigned long lo
     {init}
 {chr(10).join(lines)}
     const float s = {total};
-    const unsigned long long t1 = gtimer_after(s);
+    const unsigned long long t1 = clock_after(s);
     if (threadIdx.x == 0) {{ st[2 * blockIdx.x] = t0; st[2 * blockIdx.x + 1] = t1; }}
     if (s == 1234.5f) sink[blockIdx.x] = s;
 }}
@@ -56,17 +62,6 @@ extern "C" __global__ void {name}(const float b, const float c, unsigned long lo
 
 
 HEAD = r"""
-__device__ __forceinline__ unsigned long long gtimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
-    return t;
-}
-// the clock read after v is in (a register dependency on v)
-__device__ __forceinline__ unsigned long long gtimer_after(const float v) {
-    unsigned long long t;
-    asm volatile("{ .reg .f32 d; mov.f32 d, %1; mov.u64 %0, %%globaltimer; }" : "=l"(t) : "f"(v) : "memory");
-    return t;
-}
 // a read of n16 uint4 through L2 (plain loads: the lines stay in L2 and push out what was there)
 extern "C" __global__ void l2_sweep(const uint4* w, const long long n16, unsigned int* sink) {
     unsigned int acc = 0;
@@ -86,7 +81,8 @@ def main() -> None:
 
     from vlmdecode.native import kernels as K
 
-    src = HEAD + "".join(body(f"body{kb}", kb) for kb in SIZES_KB) + body("evict", EVICT_KB)
+    bodies = "".join(body(f"body{kb}", kb) for kb in SIZES_KB) + body("evict", EVICT_KB)
+    src = native_kernel_bench.GTIMER_CU + HEAD + bodies
     mod = cupy.RawModule(code=src, options=("-std=c++17",))
     fns = {n: mod.get_function(n) for n in [f"body{kb}" for kb in SIZES_KB] + ["evict", "l2_sweep"]}
     sweep = cupy.zeros(STREAM_BYTES // 4, cupy.uint32)
@@ -130,7 +126,7 @@ def main() -> None:
                         stream.synchronize()
                         s = stamps.get().astype(np.int64)
                         times += [float(np.median(s[r, :, 1] - s[r, :, 0])) for r in range(REPS)]
-                n = kb * 1024 // 16
+                n = ffmas(kb)
                 issue_us = n * (1 if warps <= 4 else warps // 4) / clock_mhz
                 us = statistics.median(times) / 1e3
                 res["cases"][f"{kb}KB_w{warps}_{cond}"] = {"kb": kb, "warps": warps, "cond": cond, "ffma": n,

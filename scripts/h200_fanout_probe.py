@@ -52,11 +52,7 @@ __global__ void __launch_bounds__(256) stream_write(const uint4* __restrict__ w,
     if (threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ends[blockIdx.x]) :: "memory");
 }
 
-__device__ __forceinline__ unsigned long long clock_after(const float dep) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "f"(dep) : "memory");  // dep: read after dep is in
-    return t;
-}
+// clock_after: native_kernel_bench.GTIMER_CU
 
 // the read kernel: a fold's loads (PARTS vectors of N floats + optionally two constants), summed per thread
 template <int PARTS, int KONST>
@@ -112,7 +108,8 @@ def main() -> None:
     from vlmdecode.native.kernels_src import SOURCE
 
     names = [f"fanout_read<{p},{k}>" for p, k in CASES] + ["stream_write"]
-    mod = cupy.RawModule(code=SOURCE + PROBE, options=("-std=c++17",), name_expressions=names)
+    mod = cupy.RawModule(code=SOURCE + native_kernel_bench.GTIMER_CU + PROBE, options=("-std=c++17",),
+                         name_expressions=names)
     fns = {n: mod.get_function(n) for n in names}
     rng = np.random.default_rng(0)
     weights = [cupy.asarray(rng.integers(0, 2**31, STREAM_BYTES // 4, dtype=np.int64).astype(np.uint32))

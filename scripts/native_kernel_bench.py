@@ -27,6 +27,21 @@ BYTES = {"qkv": 1536 * H * 2, "o": H * NQ * D * 2, "gate_up": 2 * I * H * 2, "he
          "down/4": H * I * 2, "down/6": H * I * 2, "down/8": H * I * 2}
 
 
+# CUDA C++ for the probes' clocks: %globaltimer now, and read only once `dep` is in (a register dependency)
+GTIMER_CU = r"""
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
+    return t;
+}
+__device__ __forceinline__ unsigned long long clock_after(const float dep) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "f"(dep) : "memory");
+    return t;
+}
+"""
+
+
 def write_result(name: str, obj: dict, default: Path | str = "/tmp/out") -> Path:
     """obj as JSON in $OUT (else `default`) under `name`; the path written."""
     dest = Path(os.environ["OUT"]) if os.environ.get("OUT") else Path(default)
