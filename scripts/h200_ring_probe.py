@@ -1,0 +1,337 @@
+"""H200 probe: can a persistent kernel whose copy engine runs ahead of its dependencies stream a layer's GEMVs faster?
+
+The per-kernel step pays, at every GEMV, a ramp (first weights in flight only once the kernel's blocks are resident)
+and a wait (its input vector) that nothing fills: the weights do not depend on the input, but the only places to
+hold weights loaded early (registers, a few row groups of shared memory) were too small or cost more than they hid
+(docs/native_decoder.md). Here one block an SM holds a ring of shared-memory stages (~200 KB) that a producer warp
+fills with cp.async.bulk in the order the block will consume its tiles, over every op of every layer, waiting only
+for free stages, never for an op's input. Eight consumer warps wait for an op's input (a device-scope counter of the
+previous op's blocks), form their share of it in registers, then run the tiles: a tile is whole rows of W, its dot
+products against the input, one output a row. The ring's depth is the lookahead.
+
+Chain: gemma3-1b's GEMVs (h200_chain_probe.Weights: qkv [1536 x 1152] -> o [1152 x 1024] on qkv's first 1024 ->
+gate|up [13824 x 1152] -> down [1152 x 6912] on gelu_tanh(gate) * up -> the next layer's qkv), 26 layers, no norms,
+residuals or attention. `+ attn <ns>`: an attention stand-in between qkv and o, 16 blocks each spinning <ns> ns
+after qkv's counter completes, o waiting on them (the step's attention runs ~6 us on 16 SMs); the step's launches get
+the same stand-in as a 16-block kernel, PDL like the rest.
+Variants of the ring kernel (template MODE): 0 as above (checked against float64 numpy on 2 layers); 1 the same
+without the counter waits (results wrong: a bound on transport + math); 2 transport only (consumers release the
+stages unread). Beside them in the same interleaved rounds: the plain read of every matrix (rd<4>, a launch each) and
+the decode step's own GEMV launches (native.kernels, PDL; h200_chain_probe.step_gemvs).
+-> $OUT/h200_ring_probe.json (ms a 26-layer step, median of interleaved rounds). CuPy only; about a minute.
+Usage: OUT=/tmp/out python3 scripts/h200_ring_probe.py
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from h200_chain_probe import QKV, H, I, Q, Weights, step_gemvs  # noqa: E402
+from h200_stream_probe import PROBE, provenance, write  # noqa: E402
+from native_kernel_bench import GTIMER_CU  # noqa: E402
+
+from vlmdecode.native.cuda_src import common  # noqa: E402 - dot8, warp_sum, gelu_tanh
+
+SRC = common.CODE + GTIMER_CU + r"""
+__device__ __forceinline__ unsigned sa(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void mb_wait(const unsigned bar, const unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+
+// ops: 8 int64 an op: W [rows, k] fp16 (NULL: an attention stand-in), x (fp32; xform 1: [2k], read as
+// gelu_tanh(x[i]) * x[i + k]), y (fp32, rows), rows, k, tile rows (<= RMAX, tile bytes <= STAGE), xform, spin ns.
+// Op j's tiles t = block, block + grid, ..; a stand-in has 16 tiles of no weights. done[j]: blocks done with op j.
+#define RMAX 8
+#define XC 4  // 16-byte input chunks a consumer thread holds: k <= 8 * 256 * XC
+template <int STAGE, int NS, int MODE>
+__global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done) {
+    extern __shared__ __align__(128) unsigned char sm[];
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
+    unsigned long long* empty = full + NS;
+    float* red = reinterpret_cast<float*>(empty + NS);  // [2][8 warps][RMAX]
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
+    if (tid == 0) {
+        for (int s = 0; s < NS; ++s) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(full + s)));
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(empty + s)));
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == 8) {  // the producer: every tile of every op in consumption order, as fast as stages free up
+        if (lane == 0) {
+            unsigned seq = 0;
+            for (int j = 0; j < n_ops; ++j) {
+                const long long* o = ops + 8 * j;
+                if (o[0] == 0) continue;
+                const unsigned char* W = reinterpret_cast<const unsigned char*>(o[0]);
+                const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5];
+                const int ntiles = (rows + tr - 1) / tr;
+                for (int t = blockIdx.x; t < ntiles; t += gridDim.x, ++seq) {
+                    const unsigned slot = seq % NS;
+                    if (seq >= NS) mb_wait(sa(empty + slot), (seq / NS - 1) & 1);
+                    const unsigned len = (unsigned)(min(tr, rows - t * tr) * k * 2);
+                    const unsigned bar = sa(full + slot);
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(len)
+                                 : "memory");
+                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                 " [%0], [%1], %2, [%3];"
+                                 :: "r"(sa(sm + (size_t)slot * STAGE)), "l"(W + (size_t)t * tr * k * 2), "r"(len),
+                                 "r"(bar) : "memory");
+                }
+            }
+        }
+        return;
+    }
+    unsigned seq = 0;
+    int prev_target = 0;
+    for (int j = 0; j < n_ops; ++j) {
+        const long long* o = ops + 8 * j;
+        const bool spin = o[0] == 0;
+        const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], xform = (int)o[6];
+        const int ntiles = spin ? 16 : (rows + tr - 1) / tr;
+        const int target = min((int)gridDim.x, ntiles);
+        if (MODE == 0 && j > 0) {  // every block done with op j - 1
+            if (tid == 0)
+                while ((int)ld_acquire(done + j - 1) < prev_target) {}
+            consumers_sync();
+        }
+        prev_target = target;
+        if ((int)blockIdx.x >= ntiles) continue;
+        if (spin) {
+            if (tid == 0) {
+                const unsigned long long t0 = gtimer();
+                while (gtimer() - t0 < (unsigned long long)o[7]) {}
+            }
+        } else {
+            const float* x = reinterpret_cast<const float*>(o[1]);
+            float* y = reinterpret_cast<float*>(o[2]);
+            const int kc = k / 8;  // 16-byte chunks a row
+            float4 xa[XC], xb[XC];
+            if (MODE != 2) {
+#pragma unroll
+                for (int c = 0; c < XC; ++c) {
+                    const int col = (tid + 256 * c) * 8;
+                    if (col < k) {
+                        xa[c] = __ldcg(reinterpret_cast<const float4*>(x + col));
+                        xb[c] = __ldcg(reinterpret_cast<const float4*>(x + col + 4));
+                        if (xform) {
+                            const float4 ua = __ldcg(reinterpret_cast<const float4*>(x + k + col));
+                            const float4 ub = __ldcg(reinterpret_cast<const float4*>(x + k + col + 4));
+                            xa[c] = make_float4(gelu_tanh(xa[c].x) * ua.x, gelu_tanh(xa[c].y) * ua.y,
+                                                gelu_tanh(xa[c].z) * ua.z, gelu_tanh(xa[c].w) * ua.w);
+                            xb[c] = make_float4(gelu_tanh(xb[c].x) * ub.x, gelu_tanh(xb[c].y) * ub.y,
+                                                gelu_tanh(xb[c].z) * ub.z, gelu_tanh(xb[c].w) * ub.w);
+                        }
+                    } else {
+                        xa[c] = xb[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    }
+                }
+            }
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x, ++seq) {
+                const unsigned slot = seq % NS;
+                const int r0 = t * tr, nr = min(tr, rows - r0);
+                if (MODE == 2) {
+                    if (tid == 0) {
+                        mb_wait(sa(full + slot), (seq / NS) & 1);
+                        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + slot)) : "memory");
+                    }
+                    continue;
+                }
+                mb_wait(sa(full + slot), (seq / NS) & 1);
+                const uint4* tile = reinterpret_cast<const uint4*>(sm + (size_t)slot * STAGE);
+                float acc[RMAX];
+#pragma unroll
+                for (int r = 0; r < RMAX; ++r) {
+                    acc[r] = 0.f;
+                    if (r < nr) {
+#pragma unroll
+                        for (int c = 0; c < XC; ++c)
+                            if (tid + 256 * c < kc) acc[r] += dot8(tile[r * kc + tid + 256 * c], xa[c], xb[c]);
+                    }
+                }
+                float* rd = red + (seq & 1) * 8 * RMAX;
+#pragma unroll
+                for (int r = 0; r < RMAX; ++r) {
+                    if (r < nr) {
+                        const float v = warp_sum(acc[r]);
+                        if (lane == 0) rd[warp * RMAX + r] = v;
+                    }
+                }
+                consumers_sync();  // the stage read and the warps' sums in
+                if (tid == 0)
+                    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + slot)) : "memory");
+                if (tid < nr) {
+                    float s = 0.f;
+#pragma unroll
+                    for (int w = 0; w < 8; ++w) s += rd[w * RMAX + tid];
+                    y[r0 + tid] = s;
+                }
+            }
+        }
+        consumers_sync();  // every output of this block's tiles stored
+        if (tid == 0) {
+            __threadfence();
+            atomicAdd(done + j, 1u);
+        }
+    }
+}
+
+// the step launches' attention stand-in: 16 blocks spin ns after the previous kernel (PDL wait)
+__global__ void spin16(const unsigned long long ns) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    if (threadIdx.x == 0) {
+        const unsigned long long t0 = gtimer();
+        while (gtimer() - t0 < ns) {}
+    }
+}
+"""
+
+RMAX, XC, THREADS = 8, 4, 288
+RINGS = ((16384, 12), (8192, 24), (32768, 6))  # (stage bytes, stages)
+ATTN_NS = 5000
+
+
+def tile_rows(rows: int, k: int, stage: int, grid: int) -> int:
+    """Rows a tile (<= RMAX, fitting a stage) that minimise the rows of the most loaded block; ties: larger tiles."""
+    best = None
+    for tr in range(1, RMAX + 1):
+        if tr * k * 2 > stage:
+            break
+        ntiles = -(-rows // tr)
+        most = -(-ntiles // grid) * tr
+        if best is None or most <= best[0]:
+            best = (most, tr)
+    return best[1]
+
+
+class Ring:
+    """The ring kernel's op table, outputs and counters for weights `w` (a stand-in of `attn_ns` between each
+    layer's qkv and o when > 0)."""
+
+    def __init__(self, cupy, w: Weights, stage: int, grid: int, attn_ns: int = 0):
+        plan = []  # (W, x index or x array, rows, k, xform, spin ns)
+        for layer, (wq, wo, wgu, wd) in enumerate(w.dev):
+            plan.append((wq, w.x0 if layer == 0 else "prev_down", QKV, H, 0, 0))
+            if attn_ns:
+                plan.append((None, None, 0, 0, 0, attn_ns))
+            plan += [(wo, "qkv", H, Q, 0, 0), (wgu, "prev", 2 * I, H, 0, 0), (wd, "prev", H, I, 1, 0)]
+        sizes = [max(rows, 1) for _, _, rows, _, _, _ in plan]
+        offs = np.concatenate([[0], np.cumsum([-(-s // 32) * 32 for s in sizes])])
+        self.buf = cupy.zeros(int(offs[-1]), cupy.float32)
+        self.done = cupy.zeros(len(plan), cupy.uint32)
+        self.y = [self.buf[int(offs[i]):int(offs[i]) + s] for i, s in enumerate(sizes)]
+        table, last = [], {}
+        for j, (W, x, rows, k, xform, ns) in enumerate(plan):
+            if W is None:
+                table.append([0, 0, 0, 0, 0, 1, 0, ns])
+                continue
+            xin = {"prev_down": last.get("down"), "qkv": last.get("qkv"), "prev": last.get("prev")}.get(x, x) \
+                if isinstance(x, str) else x
+            table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k, tile_rows(rows, k, stage, grid),
+                          xform, 0])
+            last["prev"] = self.y[j]
+            if rows == QKV:
+                last["qkv"] = self.y[j]
+            if k == I:
+                last["down"] = self.y[j]
+        self.n_ops = len(plan)
+        self.tiles = sorted({(r[3], r[4], r[5]) for r in table if r[0]})
+        self.ops = cupy.asarray(np.array(table, dtype=np.int64))
+
+    def out(self) -> np.ndarray:
+        return self.y[-1].get().astype(np.float64)
+
+
+def main() -> None:
+    import cupy
+    import h200_native as hn
+
+    from vlmdecode.native import kernels as K
+
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    names = [f"ring<{s},{n},{m}>" for s, n in RINGS for m in (0, 1, 2)]
+    mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=names + ["spin16"])
+    shared = {s: s * n + 16 * n + 2 * 8 * RMAX * 4 for s, n in RINGS}
+    fns = {}
+    for s, n in RINGS:
+        for m in (0, 1, 2):
+            fn = mod.get_function(f"ring<{s},{n},{m}>")
+            fn.max_dynamic_shared_size_bytes = shared[s]
+            fns[(s, n, m)] = fn
+    spin = mod.get_function("spin16")
+    res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
+                                          "zeroes its counters first"),
+                 "sms": sms, "grid": sms, "threads": THREADS, "rings": [list(r) for r in RINGS], "attn_ns": ATTN_NS,
+                 "registers": {f"ring<{s},{n},{m}>": int(fn.num_regs) for (s, n, m), fn in fns.items()},
+                 "check": {}, "layers": 26, "ms": {}}
+
+    def ring_step(ring: Ring, key) -> list:
+        fn = fns[key]
+        return [partial(ring.done.fill, 0),
+                K.Launch("ring", fn, (sms, 1, 1), (THREADS, 1, 1), (K.ptr(ring.ops), np.int32(ring.n_ops),
+                                                                      K.ptr(ring.done)), shared[key[0]], 0)]
+
+    small = Weights(cupy, 2, seed=1)
+    ref = small.reference()
+    for s, n in RINGS:
+        for attn in (0, ATTN_NS):
+            rg = Ring(cupy, small, s, sms, attn)
+            hn.time_graph(ring_step(rg, (s, n, 0)), reps=1, pdl=None)
+            res["check"][f"ring {s // 1024}K x{n} attn {attn}"] = float(np.abs(rg.out() - ref).max()
+                                                                        / np.abs(ref).max())
+    print("max rel err vs float64:", res["check"], flush=True)
+    del small, rg
+    w = Weights(cupy, 26)
+    res["weight_bytes"] = w.nbytes
+    rd = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=["rd<4>"]).get_function("rd<4>")
+    sink = cupy.zeros(1, cupy.uint32)
+    steps = {"plain read, one launch a matrix": [partial(rd, (sms * 8,), (256,), (m, np.int64(m.nbytes // 16), sink))
+                                                 for ws in w.dev for m in ws]}
+    gemvs, keep = step_gemvs(cupy, K, w)
+    steps["step GEMV launches, PDL"] = gemvs
+    stand_in = lambda: K.Launch("attn", spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0, pdl=True)  # noqa
+    steps[f"step GEMV launches, PDL + attn {ATTN_NS}"] = [x for i, g in enumerate(gemvs)
+                                                          for x in ([g, stand_in()] if i % 4 == 0 else [g])]
+    rings = {}
+    for s, n in RINGS:
+        for attn in (0, ATTN_NS):
+            rings[(s, attn)] = Ring(cupy, w, s, sms, attn)
+            res.setdefault("tiles", {})[f"{s // 1024}K"] = rings[(s, attn)].tiles
+        for m in (0, 1, 2):
+            for attn in ((0, ATTN_NS) if m == 0 else (0,)):
+                steps[f"ring {s // 1024}K x{n} mode {m}" + (f" + attn {attn}" if attn else "")] = \
+                    ring_step(rings[(s, attn)], (s, n, m))
+    times: dict = {nm: [] for nm in steps}
+    for _ in range(5):  # interleaved rounds
+        for nm, st in steps.items():
+            times[nm].append(hn.time_graph(st, reps=6, pdl=None) * len(st))  # ms a step
+    del keep
+    res["ms"] = {nm: round(float(np.median(t)), 4) for nm, t in times.items()}
+    res["tb_per_s"] = {nm: round(w.nbytes / (t * 1e-3) / 1e12, 3) for nm, t in res["ms"].items()}
+    for nm, t in sorted(res["ms"].items(), key=lambda kv: kv[1]):
+        print(f"{t:8.4f} ms  {res['tb_per_s'][nm]:6.3f} TB/s  {nm}", flush=True)
+    write("h200_ring_probe.json", res)
+
+
+if __name__ == "__main__":
+    main()
