@@ -207,7 +207,7 @@ __global__ void spin16(const unsigned long long ns) {
 """
 
 RMAX, XC, THREADS = 8, 4, 288
-RINGS = ((16384, 12), (8192, 24), (32768, 6))  # (stage bytes, stages)
+RINGS = ((16384, 12), (24576, 8), (32768, 6))  # (stage bytes, stages)
 ATTN_NS = 5000
 
 
