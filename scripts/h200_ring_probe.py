@@ -6,8 +6,10 @@ hold weights loaded early (registers, a few row groups of shared memory) were to
 (docs/native_decoder.md). Here one block an SM holds a ring of shared-memory stages (~200 KB) that a producer warp
 fills with cp.async.bulk in the order the block will consume its tiles, over every op of every layer, waiting only
 for free stages, never for an op's input. Eight consumer warps wait for an op's input (a device-scope counter of the
-previous op's blocks), form their share of it in registers, then run the tiles: a tile is whole rows of W, its dot
-products against the input, one output a row. The ring's depth is the lookahead.
+previous op's blocks), form it once in shared memory (fp32), then each warp takes every eighth of the block's tiles: a
+tile is whole rows of W, its dot products against the input, one output a row. The ring's depth is the lookahead.
+(The first run, h200_ring_probe_block_tiles_651ec78.json, had all 256 consumer threads on each tile, with a block
+reduction and barrier a tile: ~1.6 us a tile, four times slower than the transport.)
 
 Chain: gemma3-1b's GEMVs (h200_chain_probe.Weights: qkv [1536 x 1152] -> o [1152 x 1024] on qkv's first 1024 ->
 gate|up [13824 x 1152] -> down [1152 x 6912] on gelu_tanh(gate) * up -> the next layer's qkv), 26 layers, no norms,
@@ -58,13 +60,11 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256
 // gelu_tanh(x[i]) * x[i + k]), y (fp32, rows), rows, k, tile rows (<= RMAX, tile bytes <= STAGE), xform, spin ns.
 // Op j's tiles t = block, block + grid, ..; a stand-in has 16 tiles of no weights. done[j]: blocks done with op j.
 #define RMAX 8
-#define XC 4  // 16-byte input chunks a consumer thread holds: k <= 8 * 256 * XC
 template <int STAGE, int NS, int MODE>
 __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done) {
     extern __shared__ __align__(128) unsigned char sm[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
     unsigned long long* empty = full + NS;
-    float* red = reinterpret_cast<float*>(empty + NS);  // [2][8 warps][RMAX]
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < NS; ++s) {
@@ -99,7 +99,10 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
         }
         return;
     }
-    unsigned seq = 0;
+    // consumers: a tile is one warp's (warp w takes the block's tiles w, w + 8, .. of an op), so the warps' tiles
+    // overlap and none waits on another until the op's end; x formed once an op in shared memory (fp32)
+    float* xs = reinterpret_cast<float*>(empty + NS);  // [k] fp32
+    unsigned base = 0;  // the block's tile count before op j: the ring sequence number of its first tile
     int prev_target = 0;
     for (int j = 0; j < n_ops; ++j) {
         const long long* o = ops + 8 * j;
@@ -123,32 +126,24 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
             const float* x = reinterpret_cast<const float*>(o[1]);
             float* y = reinterpret_cast<float*>(o[2]);
             const int kc = k / 8;  // 16-byte chunks a row
-            float4 xa[XC], xb[XC];
+            const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
             if (MODE != 2) {
-#pragma unroll
-                for (int c = 0; c < XC; ++c) {
-                    const int col = (tid + 256 * c) * 8;
-                    if (col < k) {
-                        xa[c] = __ldcg(reinterpret_cast<const float4*>(x + col));
-                        xb[c] = __ldcg(reinterpret_cast<const float4*>(x + col + 4));
-                        if (xform) {
-                            const float4 ua = __ldcg(reinterpret_cast<const float4*>(x + k + col));
-                            const float4 ub = __ldcg(reinterpret_cast<const float4*>(x + k + col + 4));
-                            xa[c] = make_float4(gelu_tanh(xa[c].x) * ua.x, gelu_tanh(xa[c].y) * ua.y,
-                                                gelu_tanh(xa[c].z) * ua.z, gelu_tanh(xa[c].w) * ua.w);
-                            xb[c] = make_float4(gelu_tanh(xb[c].x) * ub.x, gelu_tanh(xb[c].y) * ub.y,
-                                                gelu_tanh(xb[c].z) * ub.z, gelu_tanh(xb[c].w) * ub.w);
-                        }
-                    } else {
-                        xa[c] = xb[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+                for (int i = 4 * tid; i < k; i += 4 * 256) {
+                    float4 v = __ldcg(reinterpret_cast<const float4*>(x + i));
+                    if (xform) {
+                        const float4 u = __ldcg(reinterpret_cast<const float4*>(x + k + i));
+                        v = make_float4(gelu_tanh(v.x) * u.x, gelu_tanh(v.y) * u.y, gelu_tanh(v.z) * u.z,
+                                        gelu_tanh(v.w) * u.w);
                     }
+                    *reinterpret_cast<float4*>(xs + i) = v;
                 }
+                consumers_sync();
             }
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x, ++seq) {
-                const unsigned slot = seq % NS;
-                const int r0 = t * tr, nr = min(tr, rows - r0);
+            for (int i = warp; i < mine; i += 8) {
+                const unsigned seq = base + i, slot = seq % NS;
+                const int t = (int)blockIdx.x + i * (int)gridDim.x, r0 = t * tr, nr = min(tr, rows - r0);
                 if (MODE == 2) {
-                    if (tid == 0) {
+                    if (lane == 0) {
                         mb_wait(sa(full + slot), (seq / NS) & 1);
                         asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + slot)) : "memory");
                     }
@@ -158,34 +153,29 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
                 const uint4* tile = reinterpret_cast<const uint4*>(sm + (size_t)slot * STAGE);
                 float acc[RMAX];
 #pragma unroll
-                for (int r = 0; r < RMAX; ++r) {
-                    acc[r] = 0.f;
-                    if (r < nr) {
+                for (int r = 0; r < RMAX; ++r) acc[r] = 0.f;
+#pragma unroll 2
+                for (int c = lane; c < kc; c += 32) {
+                    const float4 a = *reinterpret_cast<const float4*>(xs + 8 * c);
+                    const float4 b = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
 #pragma unroll
-                        for (int c = 0; c < XC; ++c)
-                            if (tid + 256 * c < kc) acc[r] += dot8(tile[r * kc + tid + 256 * c], xa[c], xb[c]);
-                    }
+                    for (int r = 0; r < RMAX; ++r)
+                        if (r < nr) acc[r] += dot8(tile[r * kc + c], a, b);
                 }
-                float* rd = red + (seq & 1) * 8 * RMAX;
-#pragma unroll
-                for (int r = 0; r < RMAX; ++r) {
-                    if (r < nr) {
-                        const float v = warp_sum(acc[r]);
-                        if (lane == 0) rd[warp * RMAX + r] = v;
-                    }
-                }
-                consumers_sync();  // the stage read and the warps' sums in
-                if (tid == 0)
+                __syncwarp();
+                if (lane == 0)  // every lane's reads of the stage are consumed: free it
                     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + slot)) : "memory");
-                if (tid < nr) {
-                    float s = 0.f;
 #pragma unroll
-                    for (int w = 0; w < 8; ++w) s += rd[w * RMAX + tid];
-                    y[r0 + tid] = s;
-                }
+                for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+                    for (int r = 0; r < RMAX; ++r) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+#pragma unroll
+                for (int r = 0; r < RMAX; ++r)
+                    if (lane == r && r < nr) y[r0 + r] = acc[r];
             }
+            base += mine;
         }
-        consumers_sync();  // every output of this block's tiles stored
+        consumers_sync();  // every output of this block's tiles stored (and xs free for the next op)
         if (tid == 0) {
             __threadfence();
             atomicAdd(done + j, 1u);
@@ -206,19 +196,21 @@ __global__ void spin16(const unsigned long long ns) {
 }
 """
 
-RMAX, XC, THREADS = 8, 4, 288
-RINGS = ((16384, 12), (24576, 8), (32768, 6))  # (stage bytes, stages)
+RMAX, THREADS = 8, 288
+RINGS = ((16384, 12), (16384, 8), (16384, 4))  # (stage bytes, stages): 192 / 128 / 64 KB of lookahead a block
 ATTN_NS = 5000
 
 
 def tile_rows(rows: int, k: int, stage: int, grid: int) -> int:
-    """Rows a tile (<= RMAX, fitting a stage) that minimise the rows of the most loaded block; ties: larger tiles."""
+    """Rows a tile (<= RMAX, fitting a stage) that minimise the most loaded warp's rows (a block's tiles dealt to its
+    8 consumer warps); ties: larger tiles (fewer copies)."""
     best = None
     for tr in range(1, RMAX + 1):
         if tr * k * 2 > stage:
             break
         ntiles = -(-rows // tr)
-        most = -(-ntiles // grid) * tr
+        per_block = -(-ntiles // grid)
+        most = -(-per_block // 8) * tr
         if best is None or most <= best[0]:
             best = (most, tr)
     return best[1]
@@ -271,12 +263,12 @@ def main() -> None:
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     names = [f"ring<{s},{n},{m}>" for s, n in RINGS for m in (0, 1, 2)]
     mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=names + ["spin16"])
-    shared = {s: s * n + 16 * n + 2 * 8 * RMAX * 4 for s, n in RINGS}
+    shared = {(s, n): s * n + 16 * n + 4 * I for s, n in RINGS}  # the stages, their barriers, x
     fns = {}
     for s, n in RINGS:
         for m in (0, 1, 2):
             fn = mod.get_function(f"ring<{s},{n},{m}>")
-            fn.max_dynamic_shared_size_bytes = shared[s]
+            fn.max_dynamic_shared_size_bytes = shared[(s, n)]
             fns[(s, n, m)] = fn
     spin = mod.get_function("spin16")
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
@@ -289,7 +281,7 @@ def main() -> None:
         fn = fns[key]
         return [partial(ring.done.fill, 0),
                 K.Launch("ring", fn, (sms, 1, 1), (THREADS, 1, 1), (K.ptr(ring.ops), np.int32(ring.n_ops),
-                                                                      K.ptr(ring.done)), shared[key[0]], 0)]
+                                                                      K.ptr(ring.done)), shared[key[:2]], 0)]
 
     small = Weights(cupy, 2, seed=1)
     ref = small.reference()
@@ -315,12 +307,12 @@ def main() -> None:
     rings = {}
     for s, n in RINGS:
         for attn in (0, ATTN_NS):
-            rings[(s, attn)] = Ring(cupy, w, s, sms, attn)
-            res.setdefault("tiles", {})[f"{s // 1024}K"] = rings[(s, attn)].tiles
+            rings[(s, n, attn)] = Ring(cupy, w, s, sms, attn)  # alive to the end: the launches hold its pointers
+            res.setdefault("tiles", {})[f"{s // 1024}K"] = rings[(s, n, attn)].tiles
         for m in (0, 1, 2):
             for attn in ((0, ATTN_NS) if m == 0 else (0,)):
                 steps[f"ring {s // 1024}K x{n} mode {m}" + (f" + attn {attn}" if attn else "")] = \
-                    ring_step(rings[(s, attn)], (s, n, m))
+                    ring_step(rings[(s, n, attn)], (s, n, m))
     times: dict = {nm: [] for nm in steps}
     for _ in range(5):  # interleaved rounds
         for nm, st in steps.items():
