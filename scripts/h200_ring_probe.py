@@ -54,13 +54,14 @@ __device__ __forceinline__ void mb_wait(const unsigned bar, const unsigned parit
         asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
                      "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
 }
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+template <int CW>
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(32 * CW) : "memory"); }
 
 // ops: 8 int64 an op: W [rows, k] fp16 (NULL: an attention stand-in), x (fp32; xform 1: [2k], read as
 // gelu_tanh(x[i]) * x[i + k]), y (fp32, rows), rows, k, tile rows (<= RMAX, tile bytes <= STAGE), xform, spin ns.
 // Op j's tiles t = block, block + grid, ..; a stand-in has 16 tiles of no weights. done[j]: blocks done with op j.
 #define RMAX 8
-template <int STAGE, int NS, int MODE>
+template <int STAGE, int NS, int CW, int MODE>
 __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done) {
     extern __shared__ __align__(128) unsigned char sm[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    if (warp == 8) {  // the producer: every tile of every op in consumption order, as fast as stages free up
+    if (warp == CW) {  // the producer: every tile of every op in consumption order, as fast as stages free up
         if (lane == 0) {
             unsigned seq = 0;
             for (int j = 0; j < n_ops; ++j) {
@@ -99,8 +100,9 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
         }
         return;
     }
-    // consumers: a tile is one warp's (warp w takes the block's tiles w, w + 8, .. of an op), so the warps' tiles
-    // overlap and none waits on another until the op's end; x formed once an op in shared memory (fp32)
+    // consumers: a tile is one warp's: warp w takes the tiles whose ring sequence number is w mod CW, so it alone
+    // uses the stages w, w + CW, .. (NS a multiple of CW) and waits on each stage's fills in order; the warps' tiles
+    // overlap and none waits on another until the op's end. x formed once an op in shared memory (fp32).
     float* xs = reinterpret_cast<float*>(empty + NS);  // [k] fp32
     unsigned base = 0;  // the block's tile count before op j: the ring sequence number of its first tile
     int prev_target = 0;
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
         if (MODE == 0 && j > 0) {  // every block done with op j - 1
             if (tid == 0)
                 while ((int)ld_acquire(done + j - 1) < prev_target) {}
-            consumers_sync();
+            consumers_sync<CW>();
         }
         prev_target = target;
         if ((int)blockIdx.x >= ntiles) continue;
@@ -128,7 +130,7 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
             const int kc = k / 8;  // 16-byte chunks a row
             const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
             if (MODE != 2) {
-                for (int i = 4 * tid; i < k; i += 4 * 256) {
+                for (int i = 4 * tid; i < k; i += 4 * 32 * CW) {
                     float4 v = __ldcg(reinterpret_cast<const float4*>(x + i));
                     if (xform) {
                         const float4 u = __ldcg(reinterpret_cast<const float4*>(x + k + i));
@@ -137,9 +139,9 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
                     }
                     *reinterpret_cast<float4*>(xs + i) = v;
                 }
-                consumers_sync();
+                consumers_sync<CW>();
             }
-            for (int i = warp; i < mine; i += 8) {
+            for (int i = (warp + CW - (int)(base % CW)) % CW; i < mine; i += CW) {
                 const unsigned seq = base + i, slot = seq % NS;
                 const int t = (int)blockIdx.x + i * (int)gridDim.x, r0 = t * tr, nr = min(tr, rows - r0);
                 if (MODE == 2) {
@@ -175,7 +177,7 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
             }
             base += mine;
         }
-        consumers_sync();  // every output of this block's tiles stored (and xs free for the next op)
+        consumers_sync<CW>();  // every output of this block's tiles stored (and xs free for the next op)
         if (tid == 0) {
             __threadfence();
             atomicAdd(done + j, 1u);
@@ -196,56 +198,50 @@ __global__ void spin16(const unsigned long long ns) {
 }
 """
 
-RMAX, THREADS = 8, 288
-RINGS = ((16384, 12), (16384, 8), (16384, 4))  # (stage bytes, stages): 192 / 128 / 64 KB of lookahead a block
+RMAX = 8
+# (stage bytes, stages, consumer warps): stages a multiple of the warps; 192 / 128 / 96 KB of lookahead a block
+RINGS = ((16384, 12, 6), (16384, 12, 4), (16384, 8, 8), (16384, 6, 6))
 ATTN_NS = 5000
 
 
-def tile_rows(rows: int, k: int, stage: int, grid: int) -> int:
-    """Rows a tile (<= RMAX, fitting a stage) that minimise the most loaded warp's rows (a block's tiles dealt to its
-    8 consumer warps); ties: larger tiles (fewer copies)."""
-    best = None
+def tile_rows(rows: int, k: int, stage: int, grid: int, cw: int) -> int:
+    """Rows a tile (<= RMAX, fitting a stage): the largest whose most loaded warp (a block's tiles dealt to its `cw`
+    consumer warps) has at most 15% more rows than the best; larger tiles fill more of the ring's bytes."""
+    most = {}
     for tr in range(1, RMAX + 1):
         if tr * k * 2 > stage:
             break
         ntiles = -(-rows // tr)
         per_block = -(-ntiles // grid)
-        most = -(-per_block // 8) * tr
-        if best is None or most <= best[0]:
-            best = (most, tr)
-    return best[1]
+        most[tr] = -(-per_block // cw) * tr
+    return max(tr for tr, m in most.items() if m <= 1.15 * min(most.values()))
 
 
 class Ring:
     """The ring kernel's op table, outputs and counters for weights `w` (a stand-in of `attn_ns` between each
-    layer's qkv and o when > 0)."""
+    layer's qkv and o when > 0), tiles sized for `cw` consumer warps."""
 
-    def __init__(self, cupy, w: Weights, stage: int, grid: int, attn_ns: int = 0):
-        plan = []  # (W, x index or x array, rows, k, xform, spin ns)
+    def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0):
+        plan = []  # (W, x: an array or which earlier output, rows, k, xform, spin ns)
         for layer, (wq, wo, wgu, wd) in enumerate(w.dev):
-            plan.append((wq, w.x0 if layer == 0 else "prev_down", QKV, H, 0, 0))
+            plan.append((wq, w.x0 if layer == 0 else "down", QKV, H, 0, 0))
             if attn_ns:
                 plan.append((None, None, 0, 0, 0, attn_ns))
-            plan += [(wo, "qkv", H, Q, 0, 0), (wgu, "prev", 2 * I, H, 0, 0), (wd, "prev", H, I, 1, 0)]
+            plan += [(wo, "qkv", H, Q, 0, 0), (wgu, "o", 2 * I, H, 0, 0), (wd, "gate_up", H, I, 1, 0)]
         sizes = [max(rows, 1) for _, _, rows, _, _, _ in plan]
-        offs = np.concatenate([[0], np.cumsum([-(-s // 32) * 32 for s in sizes])])
+        offs = np.concatenate([[0], np.cumsum([-(-n // 32) * 32 for n in sizes])])
         self.buf = cupy.zeros(int(offs[-1]), cupy.float32)
         self.done = cupy.zeros(len(plan), cupy.uint32)
-        self.y = [self.buf[int(offs[i]):int(offs[i]) + s] for i, s in enumerate(sizes)]
+        self.y = [self.buf[int(offs[i]):int(offs[i]) + n] for i, n in enumerate(sizes)]
         table, last = [], {}
         for j, (W, x, rows, k, xform, ns) in enumerate(plan):
             if W is None:
                 table.append([0, 0, 0, 0, 0, 1, 0, ns])
                 continue
-            xin = {"prev_down": last.get("down"), "qkv": last.get("qkv"), "prev": last.get("prev")}.get(x, x) \
-                if isinstance(x, str) else x
-            table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k, tile_rows(rows, k, stage, grid),
-                          xform, 0])
-            last["prev"] = self.y[j]
-            if rows == QKV:
-                last["qkv"] = self.y[j]
-            if k == I:
-                last["down"] = self.y[j]
+            xin = last[x] if isinstance(x, str) else x
+            table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k,
+                          tile_rows(rows, k, stage, grid, cw), xform, 0])
+            last[{QKV: "qkv", 2 * I: "gate_up"}.get(rows, "o" if k == Q else "down")] = self.y[j]
         self.n_ops = len(plan)
         self.tiles = sorted({(r[3], r[4], r[5]) for r in table if r[0]})
         self.ops = cupy.asarray(np.array(table, dtype=np.int64))
@@ -261,36 +257,35 @@ def main() -> None:
     from vlmdecode.native import kernels as K
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    names = [f"ring<{s},{n},{m}>" for s, n in RINGS for m in (0, 1, 2)]
-    mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=names + ["spin16"])
-    shared = {(s, n): s * n + 16 * n + 4 * I for s, n in RINGS}  # the stages, their barriers, x
+    name = lambda s, n, cw, m: f"ring<{s},{n},{cw},{m}>"  # noqa: E731
+    mod = cupy.RawModule(code=SRC, options=("-std=c++17",),
+                         name_expressions=[name(*r, m) for r in RINGS for m in (0, 1, 2)] + ["spin16"])
+    shared = {r: r[0] * r[1] + 16 * r[1] + 4 * I for r in RINGS}  # the stages, their barriers, x
     fns = {}
-    for s, n in RINGS:
+    for r in RINGS:
         for m in (0, 1, 2):
-            fn = mod.get_function(f"ring<{s},{n},{m}>")
-            fn.max_dynamic_shared_size_bytes = shared[(s, n)]
-            fns[(s, n, m)] = fn
+            fns[(*r, m)] = fn = mod.get_function(name(*r, m))
+            fn.max_dynamic_shared_size_bytes = shared[r]
     spin = mod.get_function("spin16")
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
                                           "zeroes its counters first"),
-                 "sms": sms, "grid": sms, "threads": THREADS, "rings": [list(r) for r in RINGS], "attn_ns": ATTN_NS,
-                 "registers": {f"ring<{s},{n},{m}>": int(fn.num_regs) for (s, n, m), fn in fns.items()},
-                 "check": {}, "layers": 26, "ms": {}}
+                 "sms": sms, "grid": sms, "rings": [list(r) for r in RINGS], "attn_ns": ATTN_NS,
+                 "registers": {name(*key): int(fn.num_regs) for key, fn in fns.items()},
+                 "check": {}, "layers": 26, "tiles": {}, "ms": {}}
+    label = lambda r: f"ring {r[0] // 1024}K x{r[1]} {r[2]}w"  # noqa: E731
 
-    def ring_step(ring: Ring, key) -> list:
-        fn = fns[key]
+    def ring_step(ring: Ring, r: tuple, m: int) -> list:
         return [partial(ring.done.fill, 0),
-                K.Launch("ring", fn, (sms, 1, 1), (THREADS, 1, 1), (K.ptr(ring.ops), np.int32(ring.n_ops),
-                                                                      K.ptr(ring.done)), shared[key[:2]], 0)]
+                K.Launch("ring", fns[(*r, m)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
+                         (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done)), shared[r], 0)]
 
     small = Weights(cupy, 2, seed=1)
     ref = small.reference()
-    for s, n in RINGS:
+    for r in RINGS:
         for attn in (0, ATTN_NS):
-            rg = Ring(cupy, small, s, sms, attn)
-            hn.time_graph(ring_step(rg, (s, n, 0)), reps=1, pdl=None)
-            res["check"][f"ring {s // 1024}K x{n} attn {attn}"] = float(np.abs(rg.out() - ref).max()
-                                                                        / np.abs(ref).max())
+            rg = Ring(cupy, small, r[0], sms, r[2], attn)
+            hn.time_graph(ring_step(rg, r, 0), reps=1, pdl=None)
+            res["check"][f"{label(r)} attn {attn}"] = float(np.abs(rg.out() - ref).max() / np.abs(ref).max())
     print("max rel err vs float64:", res["check"], flush=True)
     del small, rg
     w = Weights(cupy, 26)
@@ -304,15 +299,14 @@ def main() -> None:
     stand_in = lambda: K.Launch("attn", spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0, pdl=True)  # noqa
     steps[f"step GEMV launches, PDL + attn {ATTN_NS}"] = [x for i, g in enumerate(gemvs)
                                                           for x in ([g, stand_in()] if i % 4 == 0 else [g])]
-    rings = {}
-    for s, n in RINGS:
+    rings = {}  # alive to the end: the launches hold their pointers
+    for r in RINGS:
         for attn in (0, ATTN_NS):
-            rings[(s, n, attn)] = Ring(cupy, w, s, sms, attn)  # alive to the end: the launches hold its pointers
-            res.setdefault("tiles", {})[f"{s // 1024}K"] = rings[(s, n, attn)].tiles
+            rings[(r, attn)] = Ring(cupy, w, r[0], sms, r[2], attn)
+        res["tiles"][label(r)] = rings[(r, 0)].tiles
         for m in (0, 1, 2):
             for attn in ((0, ATTN_NS) if m == 0 else (0,)):
-                steps[f"ring {s // 1024}K x{n} mode {m}" + (f" + attn {attn}" if attn else "")] = \
-                    ring_step(rings[(s, n, attn)], (s, n, m))
+                steps[f"{label(r)} mode {m}" + (f" + attn {attn}" if attn else "")] = ring_step(rings[(r, attn)], r, m)
     times: dict = {nm: [] for nm in steps}
     for _ in range(5):  # interleaved rounds
         for nm, st in steps.items():
