@@ -26,6 +26,7 @@ Usage: OUT=/tmp/out python3 scripts/h200_ring_probe.py
 
 from __future__ import annotations
 
+import json
 import sys
 from functools import partial
 from pathlib import Path
@@ -61,8 +62,50 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 // gelu_tanh(x[i]) * x[i + k]), y (fp32, rows), rows, k, tile rows (<= RMAX, tile bytes <= STAGE), xform, spin ns.
 // Op j's tiles t = block, block + grid, ..; a stand-in has 16 tiles of no weights. done[j]: blocks done with op j.
 #define RMAX 8
-template <int STAGE, int NS, int CW, int MODE>
-__global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done) {
+#define KCMAX 864  // 16-byte chunks of the widest row (k = 6912)
+#define TS 1024    // stamps: [op][ready, x formed, end] from 0, [tile][asked, full, done] from TS (block 0)
+
+__device__ __forceinline__ float4 gelu_up4(const float4 g, const float4 u) {  // gelu_tanh(gate) * up
+    return make_float4(gelu_tanh(g.x) * u.x, gelu_tanh(g.y) * u.y, gelu_tanh(g.z) * u.z, gelu_tanh(g.w) * u.w);
+}
+
+// R rows of a tile [R, kc chunks] against x: lane l takes chunks l, l + 32, .., U of them a step with their own
+// partial sums, so R * U loads are in flight at once; acc[r] = lane l's share of row r's dot
+template <int R, int U>
+__device__ __forceinline__ void dot_rows(const uint4* tile, const float4* xa, const float4* xb, const int kc,
+                                         const int lane, float (&acc)[RMAX]) {
+    float part[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[u][r] = 0.f;
+    int c = lane;
+    for (; c + 32 * (U - 1) < kc; c += 32 * U) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const float4 a = xa[c + 32 * u], b = xb[c + 32 * u];
+#pragma unroll
+            for (int r = 0; r < R; ++r) part[u][r] += dot8(tile[r * kc + c + 32 * u], a, b);
+        }
+    }
+    for (; c < kc; c += 32) {
+        const float4 a = xa[c], b = xb[c];
+#pragma unroll
+        for (int r = 0; r < R; ++r) part[0][r] += dot8(tile[r * kc + c], a, b);
+    }
+#pragma unroll
+    for (int r = 0; r < RMAX; ++r) {
+        float v = 0.f;
+        if (r < R) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) v += part[u][r];
+        }
+        acc[r] = v;
+    }
+}
+template <int STAGE, int NS, int CW, int MODE, int STAMP>
+__global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done,
+                                               unsigned long long* stamps) {
     extern __shared__ __align__(128) unsigned char sm[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
     unsigned long long* empty = full + NS;
@@ -102,8 +145,10 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
     }
     // consumers: a tile is one warp's: warp w takes the tiles whose ring sequence number is w mod CW, so it alone
     // uses the stages w, w + CW, .. (NS a multiple of CW) and waits on each stage's fills in order; the warps' tiles
-    // overlap and none waits on another until the op's end. x formed once an op in shared memory (fp32).
-    float* xs = reinterpret_cast<float*>(empty + NS);  // [k] fp32
+    // overlap and none waits on another until the op's end. x formed once an op in shared memory (fp32, as two
+    // planes of float4 a 16-byte weight chunk: xa[c] = x[8c .. 8c + 3], xb[c] = x[8c + 4 .. 8c + 7], conflict-free).
+    float4* xa = reinterpret_cast<float4*>(empty + NS);
+    float4* xb = xa + KCMAX;
     unsigned base = 0;  // the block's tile count before op j: the ring sequence number of its first tile
     int prev_target = 0;
     for (int j = 0; j < n_ops; ++j) {
@@ -117,6 +162,7 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
                 while ((int)ld_acquire(done + j - 1) < prev_target) {}
             consumers_sync<CW>();
         }
+        if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j] = gtimer();
         prev_target = target;
         if ((int)blockIdx.x >= ntiles) continue;
         if (spin) {
@@ -129,18 +175,32 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
             float* y = reinterpret_cast<float*>(o[2]);
             const int kc = k / 8;  // 16-byte chunks a row
             const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-            if (MODE != 2) {
-                for (int i = 4 * tid; i < k; i += 4 * 32 * CW) {
-                    float4 v = __ldcg(reinterpret_cast<const float4*>(x + i));
-                    if (xform) {
-                        const float4 u = __ldcg(reinterpret_cast<const float4*>(x + k + i));
-                        v = make_float4(gelu_tanh(v.x) * u.x, gelu_tanh(v.y) * u.y, gelu_tanh(v.z) * u.z,
-                                        gelu_tanh(v.w) * u.w);
+            if (MODE != 2) {  // every load first, then the transform and the stores
+                constexpr int XU = (KCMAX + 32 * CW - 1) / (32 * CW);
+                float4 va[XU], vb[XU], ua[XU], ub[XU];
+#pragma unroll
+                for (int u = 0; u < XU; ++u) {
+                    const int c = tid + 32 * CW * u;
+                    if (c < kc) {
+                        va[u] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c));
+                        vb[u] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c + 4));
+                        if (xform) {
+                            ua[u] = __ldcg(reinterpret_cast<const float4*>(x + k + 8 * c));
+                            ub[u] = __ldcg(reinterpret_cast<const float4*>(x + k + 8 * c + 4));
+                        }
                     }
-                    *reinterpret_cast<float4*>(xs + i) = v;
+                }
+#pragma unroll
+                for (int u = 0; u < XU; ++u) {
+                    const int c = tid + 32 * CW * u;
+                    if (c < kc) {
+                        xa[c] = xform ? gelu_up4(va[u], ua[u]) : va[u];
+                        xb[c] = xform ? gelu_up4(vb[u], ub[u]) : vb[u];
+                    }
                 }
                 consumers_sync<CW>();
             }
+            if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j + 1] = gtimer();
             for (int i = (warp + CW - (int)(base % CW)) % CW; i < mine; i += CW) {
                 const unsigned seq = base + i, slot = seq % NS;
                 const int t = (int)blockIdx.x + i * (int)gridDim.x, r0 = t * tr, nr = min(tr, rows - r0);
@@ -151,18 +211,24 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
                     }
                     continue;
                 }
+                unsigned long long t_ask = 0;
+                if (STAMP) t_ask = gtimer();
                 mb_wait(sa(full + slot), (seq / NS) & 1);
+                if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) {
+                    stamps[TS + 3 * seq] = t_ask;
+                    stamps[TS + 3 * seq + 1] = gtimer();
+                }
                 const uint4* tile = reinterpret_cast<const uint4*>(sm + (size_t)slot * STAGE);
                 float acc[RMAX];
-#pragma unroll
-                for (int r = 0; r < RMAX; ++r) acc[r] = 0.f;
-#pragma unroll 2
-                for (int c = lane; c < kc; c += 32) {
-                    const float4 a = *reinterpret_cast<const float4*>(xs + 8 * c);
-                    const float4 b = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
-#pragma unroll
-                    for (int r = 0; r < RMAX; ++r)
-                        if (r < nr) acc[r] += dot8(tile[r * kc + c], a, b);
+                switch (nr) {  // the rows a compile-time count: every row's loads in flight together
+                    case 1: dot_rows<1, 4>(tile, xa, xb, kc, lane, acc); break;
+                    case 2: dot_rows<2, 2>(tile, xa, xb, kc, lane, acc); break;
+                    case 3: dot_rows<3, 2>(tile, xa, xb, kc, lane, acc); break;
+                    case 4: dot_rows<4, 1>(tile, xa, xb, kc, lane, acc); break;
+                    case 5: dot_rows<5, 1>(tile, xa, xb, kc, lane, acc); break;
+                    case 6: dot_rows<6, 1>(tile, xa, xb, kc, lane, acc); break;
+                    case 7: dot_rows<7, 1>(tile, xa, xb, kc, lane, acc); break;
+                    default: dot_rows<8, 1>(tile, xa, xb, kc, lane, acc); break;
                 }
                 __syncwarp();
                 if (lane == 0)  // every lane's reads of the stage are consumed: free it
@@ -174,13 +240,15 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
 #pragma unroll
                 for (int r = 0; r < RMAX; ++r)
                     if (lane == r && r < nr) y[r0 + r] = acc[r];
+                if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) stamps[TS + 3 * seq + 2] = gtimer();
             }
             base += mine;
         }
-        consumers_sync<CW>();  // every output of this block's tiles stored (and xs free for the next op)
+        consumers_sync<CW>();  // every output of this block's tiles stored (and x free for the next op)
         if (tid == 0) {
             __threadfence();
             atomicAdd(done + j, 1u);
+            if (STAMP && blockIdx.x == 0) stamps[3 * j + 2] = gtimer();
         }
     }
 }
@@ -202,6 +270,32 @@ RMAX = 8
 # (stage bytes, stages, consumer warps): stages a multiple of the warps; 192 / 128 / 96 KB of lookahead a block
 RINGS = ((16384, 12, 6), (16384, 12, 4), (16384, 8, 8), (16384, 6, 6))
 ATTN_NS = 5000
+STAMPED = (16384, 8, 8)  # the ring whose block 0 stamps its phases (template STAMP 1)
+
+
+def phases(ring, st: np.ndarray, grid: int) -> dict:
+    """Block 0's stamps -> us a layer by op (mean over layers): the wait for the previous op (its counter, from this
+    block's end of it), forming x, the tiles; per tile the wait for its stage (asked -> full) and its dot products."""
+    table = ring.ops.get()
+    kinds = {QKV: "qkv", H: None, 2 * I: "gate_up"}
+    out: dict = {}
+    seq = 0
+    for j, row in enumerate(table):
+        kind = "attn" if row[0] == 0 else (kinds.get(int(row[3])) or ("o" if int(row[4]) == Q else "down"))
+        d = out.setdefault(kind, {"wait": [], "x": [], "tiles": [], "stage_wait": [], "dots": []})
+        if j:
+            d["wait"].append((int(st[3 * j]) - int(st[3 * j - 1])) / 1e3)
+        d["x"].append((int(st[3 * j + 1]) - int(st[3 * j])) / 1e3)
+        d["tiles"].append((int(st[3 * j + 2]) - int(st[3 * j + 1])) / 1e3)
+        if row[0]:
+            ntiles = -(-int(row[3]) // int(row[5]))
+            mine = -(-ntiles // grid)
+            for q in range(seq, min(seq + mine, 2048)):
+                a, f, e = (int(v) for v in st[1024 + 3 * q:1024 + 3 * q + 3])
+                d["stage_wait"].append((f - a) / 1e3)
+                d["dots"].append((e - f) / 1e3)
+            seq += mine
+    return {kind: {n: round(float(np.mean(v)), 3) if v else None for n, v in d.items()} for kind, d in out.items()}
 
 
 def tile_rows(rows: int, k: int, stage: int, grid: int, cw: int) -> int:
@@ -257,15 +351,15 @@ def main() -> None:
     from vlmdecode.native import kernels as K
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    name = lambda s, n, cw, m: f"ring<{s},{n},{cw},{m}>"  # noqa: E731
-    mod = cupy.RawModule(code=SRC, options=("-std=c++17",),
-                         name_expressions=[name(*r, m) for r in RINGS for m in (0, 1, 2)] + ["spin16"])
+    name = lambda s, n, cw, m, st: f"ring<{s},{n},{cw},{m},{st}>"  # noqa: E731
+    keys = [(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*STAMPED, m, 1) for m in (0, 1)]
+    mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[name(*k) for k in keys] + ["spin16"])
     shared = {r: r[0] * r[1] + 16 * r[1] + 4 * I for r in RINGS}  # the stages, their barriers, x
     fns = {}
-    for r in RINGS:
-        for m in (0, 1, 2):
-            fns[(*r, m)] = fn = mod.get_function(name(*r, m))
-            fn.max_dynamic_shared_size_bytes = shared[r]
+    for key in keys:
+        fns[key] = fn = mod.get_function(name(*key))
+        fn.max_dynamic_shared_size_bytes = shared[key[:3]]
+    stamps = cupy.zeros(1024 + 3 * 2048, cupy.uint64)
     spin = mod.get_function("spin16")
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
                                           "zeroes its counters first"),
@@ -274,10 +368,10 @@ def main() -> None:
                  "check": {}, "layers": 26, "tiles": {}, "ms": {}}
     label = lambda r: f"ring {r[0] // 1024}K x{r[1]} {r[2]}w"  # noqa: E731
 
-    def ring_step(ring: Ring, r: tuple, m: int) -> list:
+    def ring_step(ring: Ring, r: tuple, m: int, st: int = 0) -> list:
         return [partial(ring.done.fill, 0),
-                K.Launch("ring", fns[(*r, m)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
-                         (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done)), shared[r], 0)]
+                K.Launch("ring", fns[(*r, m, st)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
+                         (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done), K.ptr(stamps)), shared[r], 0)]
 
     small = Weights(cupy, 2, seed=1)
     ref = small.reference()
@@ -312,7 +406,15 @@ def main() -> None:
         for nm, st in steps.items():
             times[nm].append(hn.time_graph(st, reps=6, pdl=None) * len(st))  # ms a step
     del keep
-    res["ms"] = {nm: round(float(np.median(t)), 4) for nm, t in times.items()}
+    res["stamped"] = {}
+    for m, attn in ((0, 0), (0, ATTN_NS), (1, 0)):  # block 0's stamps, one replay each
+        stamps.fill(0)
+        ring = rings[(STAMPED, attn)]
+        res["ms"][f"{label(STAMPED)} mode {m} stamped" + (f" + attn {attn}" if attn else "")] = round(
+            hn.time_graph(ring_step(ring, STAMPED, m, 1), reps=1, pdl=None) * 2, 4)
+        res["stamped"][f"mode {m} attn {attn}"] = phases(ring, stamps.get(), sms)
+    print(json.dumps(res["stamped"]), flush=True)
+    res["ms"].update({nm: round(float(np.median(t)), 4) for nm, t in times.items()})
     res["tb_per_s"] = {nm: round(w.nbytes / (t * 1e-3) / 1e12, 3) for nm, t in res["ms"].items()}
     for nm, t in sorted(res["ms"].items(), key=lambda kv: kv[1]):
         print(f"{t:8.4f} ms  {res['tb_per_s'][nm]:6.3f} TB/s  {nm}", flush=True)
