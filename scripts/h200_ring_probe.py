@@ -8,8 +8,13 @@ fills with cp.async.bulk in the order the block will consume its tiles, over eve
 for free stages, never for an op's input. Eight consumer warps wait for an op's input (a device-scope counter of the
 previous op's blocks), form it once in shared memory (fp32), then each warp takes every eighth of the block's tiles: a
 tile is whole rows of W, its dot products against the input, one output a row. The ring's depth is the lookahead.
-(The first run, h200_ring_probe_block_tiles_651ec78.json, had all 256 consumer threads on each tile, with a block
-reduction and barrier a tile: ~1.6 us a tile, four times slower than the transport.)
+Each warp adds its tiles to the op's counter as it finishes (red.release), with no barrier at an op's end (x in two
+buffers by op parity); gate|up's rows interleaved (gate i, up i) so a tile's pairs store gelu_tanh(gate) * up; down in
+tiles of 4 rows x a quarter of k (its 4 partials summed by the next qkv as it forms x).
+Earlier runs of this probe: h200_ring_probe_block_tiles_651ec78.json (all 256 consumer threads on each tile, a block
+reduction and barrier a tile: ~1.6 us a tile, four times slower than the transport), h200_ring_probe_warp_tiles_768a52e
+.json (a tile a warp, rows as runtime branches), h200_ring_probe_6561874.json (rows compiled, stamps; a barrier, fence
+and atomic at each op's end, gelu formed by down's x, down one row a tile).
 
 Chain: gemma3-1b's GEMVs (h200_chain_probe.Weights: qkv [1536 x 1152] -> o [1152 x 1024] on qkv's first 1024 ->
 gate|up [13824 x 1152] -> down [1152 x 6912] on gelu_tanh(gate) * up -> the next layer's qkv), 26 layers, no norms,
@@ -58,16 +63,14 @@ __device__ __forceinline__ void mb_wait(const unsigned bar, const unsigned parit
 template <int CW>
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(32 * CW) : "memory"); }
 
-// ops: 8 int64 an op: W [rows, k] fp16 (NULL: an attention stand-in), x (fp32; xform 1: [2k], read as
-// gelu_tanh(x[i]) * x[i + k]), y (fp32, rows), rows, k, tile rows (<= RMAX, tile bytes <= STAGE), xform, spin ns.
-// Op j's tiles t = block, block + grid, ..; a stand-in has 16 tiles of no weights. done[j]: blocks done with op j.
+// ops: 10 int64 an op: W [rows, k] fp16 (0: an attention stand-in), x (fp32 [parts, k]: the input is the parts'
+// sum), y (fp32), rows, k, tile rows tr (<= RMAX), tile columns ks (a divisor of k), parts, epi (0: y[s, r] = row r's
+// dot over column slice s; 1: rows paired, gate 2i and up 2i + 1: y[i] = gelu_tanh(gate) * up), spin ns (stand-in).
+// Op j's tiles t = g * (k / ks) + s (rows g * tr .., columns s * ks ..); a block takes t = block, block + grid, ..;
+// a stand-in has 16 tiles of no weights. done[j]: op j's tiles done (each warp adds its own, release).
 #define RMAX 8
-#define KCMAX 864  // 16-byte chunks of the widest row (k = 6912)
-#define TS 1024    // stamps: [op][ready, x formed, end] from 0, [tile][asked, full, done] from TS (block 0)
-
-__device__ __forceinline__ float4 gelu_up4(const float4 g, const float4 u) {  // gelu_tanh(gate) * up
-    return make_float4(gelu_tanh(g.x) * u.x, gelu_tanh(g.y) * u.y, gelu_tanh(g.z) * u.z, gelu_tanh(g.w) * u.w);
-}
+#define KCMAX 864  // 16-byte chunks of the widest input (k = 6912)
+#define TS 1024    // stamps (block 0): [op][ready, x formed, warp 0 done] from 0, [tile][asked, full, done] from TS
 
 // R rows of a tile [R, kc chunks] against x: lane l takes chunks l, l + 32, .., U of them a step with their own
 // partial sums, so R * U loads are in flight at once; acc[r] = lane l's share of row r's dot
@@ -103,12 +106,18 @@ __device__ __forceinline__ void dot_rows(const uint4* tile, const float4* xa, co
         acc[r] = v;
     }
 }
+
+__device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
 template <int STAGE, int NS, int CW, int MODE, int STAMP>
-__global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done,
+__global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done,
                                                unsigned long long* stamps) {
     extern __shared__ __align__(128) unsigned char sm[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
     unsigned long long* empty = full + NS;
+    float4* xbuf = reinterpret_cast<float4*>(empty + NS);  // x, two buffers (op parity) of two planes [KCMAX]
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < NS; ++s) {
@@ -122,134 +131,152 @@ __global__ void __launch_bounds__(288, 1) ring(const long long* __restrict__ ops
         if (lane == 0) {
             unsigned seq = 0;
             for (int j = 0; j < n_ops; ++j) {
-                const long long* o = ops + 8 * j;
+                const long long* o = ops + 10 * j;
                 if (o[0] == 0) continue;
                 const unsigned char* W = reinterpret_cast<const unsigned char*>(o[0]);
-                const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5];
-                const int ntiles = (rows + tr - 1) / tr;
+                const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], ks = (int)o[6], nsl = k / ks;
+                const int ntiles = (rows + tr - 1) / tr * nsl;
                 for (int t = blockIdx.x; t < ntiles; t += gridDim.x, ++seq) {
                     const unsigned slot = seq % NS;
                     if (seq >= NS) mb_wait(sa(empty + slot), (seq / NS - 1) & 1);
-                    const unsigned len = (unsigned)(min(tr, rows - t * tr) * k * 2);
-                    const unsigned bar = sa(full + slot);
-                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(len)
-                                 : "memory");
-                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                                 " [%0], [%1], %2, [%3];"
-                                 :: "r"(sa(sm + (size_t)slot * STAGE)), "l"(W + (size_t)t * tr * k * 2), "r"(len),
-                                 "r"(bar) : "memory");
+                    const int r0 = t / nsl * tr, s = t % nsl, nr = min(tr, rows - r0);
+                    const unsigned bar = sa(full + slot), dst = sa(sm + (size_t)slot * STAGE);
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                                 :: "r"(bar), "r"((unsigned)(nr * ks * 2)) : "memory");
+                    const int pieces = ks == k ? 1 : nr, len = ks == k ? nr * k * 2 : ks * 2;
+                    for (int r = 0; r < pieces; ++r)
+                        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                                     " [%0], [%1], %2, [%3];"
+                                     :: "r"(dst + r * len), "l"(W + ((size_t)(r0 + r) * k + (size_t)s * ks) * 2),
+                                     "r"(len), "r"(bar) : "memory");
                 }
             }
         }
         return;
     }
     // consumers: a tile is one warp's: warp w takes the tiles whose ring sequence number is w mod CW, so it alone
-    // uses the stages w, w + CW, .. (NS a multiple of CW) and waits on each stage's fills in order; the warps' tiles
-    // overlap and none waits on another until the op's end. x formed once an op in shared memory (fp32, as two
-    // planes of float4 a 16-byte weight chunk: xa[c] = x[8c .. 8c + 3], xb[c] = x[8c + 4 .. 8c + 7], conflict-free).
-    float4* xa = reinterpret_cast<float4*>(empty + NS);
-    float4* xb = xa + KCMAX;
+    // uses the stages w, w + CW, .. (NS a multiple of CW) and waits on each stage's fills in order. x formed once an
+    // op in shared memory (fp32, as two planes of float4 a 16-byte weight chunk: xa[c] = x[8c .. 8c + 3],
+    // xb[c] = x[8c + 4 .. 8c + 7]: conflict-free), in the buffer of the op's parity, so no warp waits for another at
+    // an op's end: each adds its tiles to the op's counter as it finishes them.
     unsigned base = 0;  // the block's tile count before op j: the ring sequence number of its first tile
-    int prev_target = 0;
+    int prev_ntiles = 0;
     for (int j = 0; j < n_ops; ++j) {
-        const long long* o = ops + 8 * j;
+        const long long* o = ops + 10 * j;
         const bool spin = o[0] == 0;
-        const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], xform = (int)o[6];
-        const int ntiles = spin ? 16 : (rows + tr - 1) / tr;
-        const int target = min((int)gridDim.x, ntiles);
-        if (MODE == 0 && j > 0) {  // every block done with op j - 1
-            if (tid == 0)
-                while ((int)ld_acquire(done + j - 1) < prev_target) {}
-            consumers_sync<CW>();
-        }
+        const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], ks = (int)o[6], parts = (int)o[7];
+        const int epi = (int)o[8], nsl = spin ? 1 : k / ks;
+        const int ntiles = spin ? 16 : (rows + tr - 1) / tr * nsl;
+        if (MODE == 0 && j > 0 && tid == 0)  // every tile of op j - 1 done
+            while ((int)ld_acquire(done + j - 1) < prev_ntiles) {}
+        consumers_sync<CW>();  // (also: every warp of this block past op j - 2, whose x buffer op j takes)
         if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j] = gtimer();
-        prev_target = target;
+        prev_ntiles = ntiles;
         if ((int)blockIdx.x >= ntiles) continue;
         if (spin) {
             if (tid == 0) {
                 const unsigned long long t0 = gtimer();
-                while (gtimer() - t0 < (unsigned long long)o[7]) {}
+                while (gtimer() - t0 < (unsigned long long)o[9]) {}
+                red_release(done + j, 1u);
             }
-        } else {
-            const float* x = reinterpret_cast<const float*>(o[1]);
-            float* y = reinterpret_cast<float*>(o[2]);
-            const int kc = k / 8;  // 16-byte chunks a row
-            const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-            if (MODE != 2) {  // every load first, then the transform and the stores
-                constexpr int XU = (KCMAX + 32 * CW - 1) / (32 * CW);
-                float4 va[XU], vb[XU], ua[XU], ub[XU];
+            continue;
+        }
+        const float* x = reinterpret_cast<const float*>(o[1]);
+        float* y = reinterpret_cast<float*>(o[2]);
+        float4* xa = xbuf + (j & 1) * 2 * KCMAX;
+        float4* xb = xa + KCMAX;
+        const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+        if (MODE != 2) {  // every load first, then the sums and the stores
+            constexpr int XU = (KCMAX + 32 * CW - 1) / (32 * CW);
+            float4 va[XU], vb[XU];
+            const int kc = k / 8;
+#pragma unroll
+            for (int u = 0; u < XU; ++u) {
+                const int c = tid + 32 * CW * u;
+                if (c < kc) {
+                    va[u] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c));
+                    vb[u] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c + 4));
+                }
+            }
+            for (int p = 1; p < parts; ++p) {
 #pragma unroll
                 for (int u = 0; u < XU; ++u) {
                     const int c = tid + 32 * CW * u;
                     if (c < kc) {
-                        va[u] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c));
-                        vb[u] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c + 4));
-                        if (xform) {
-                            ua[u] = __ldcg(reinterpret_cast<const float4*>(x + k + 8 * c));
-                            ub[u] = __ldcg(reinterpret_cast<const float4*>(x + k + 8 * c + 4));
-                        }
+                        const float4 a = __ldcg(reinterpret_cast<const float4*>(x + (size_t)p * k + 8 * c));
+                        const float4 b = __ldcg(reinterpret_cast<const float4*>(x + (size_t)p * k + 8 * c + 4));
+                        va[u] = make_float4(va[u].x + a.x, va[u].y + a.y, va[u].z + a.z, va[u].w + a.w);
+                        vb[u] = make_float4(vb[u].x + b.x, vb[u].y + b.y, vb[u].z + b.z, vb[u].w + b.w);
                     }
                 }
-#pragma unroll
-                for (int u = 0; u < XU; ++u) {
-                    const int c = tid + 32 * CW * u;
-                    if (c < kc) {
-                        xa[c] = xform ? gelu_up4(va[u], ua[u]) : va[u];
-                        xb[c] = xform ? gelu_up4(vb[u], ub[u]) : vb[u];
-                    }
-                }
-                consumers_sync<CW>();
             }
-            if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j + 1] = gtimer();
-            for (int i = (warp + CW - (int)(base % CW)) % CW; i < mine; i += CW) {
-                const unsigned seq = base + i, slot = seq % NS;
-                const int t = (int)blockIdx.x + i * (int)gridDim.x, r0 = t * tr, nr = min(tr, rows - r0);
-                if (MODE == 2) {
-                    if (lane == 0) {
-                        mb_wait(sa(full + slot), (seq / NS) & 1);
-                        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + slot)) : "memory");
-                    }
-                    continue;
+#pragma unroll
+            for (int u = 0; u < XU; ++u) {
+                const int c = tid + 32 * CW * u;
+                if (c < kc) {
+                    xa[c] = va[u];
+                    xb[c] = vb[u];
                 }
-                unsigned long long t_ask = 0;
-                if (STAMP) t_ask = gtimer();
-                mb_wait(sa(full + slot), (seq / NS) & 1);
-                if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) {
-                    stamps[TS + 3 * seq] = t_ask;
-                    stamps[TS + 3 * seq + 1] = gtimer();
-                }
-                const uint4* tile = reinterpret_cast<const uint4*>(sm + (size_t)slot * STAGE);
-                float acc[RMAX];
-                switch (nr) {  // the rows a compile-time count: every row's loads in flight together
-                    case 1: dot_rows<1, 4>(tile, xa, xb, kc, lane, acc); break;
-                    case 2: dot_rows<2, 2>(tile, xa, xb, kc, lane, acc); break;
-                    case 3: dot_rows<3, 2>(tile, xa, xb, kc, lane, acc); break;
-                    case 4: dot_rows<4, 1>(tile, xa, xb, kc, lane, acc); break;
-                    case 5: dot_rows<5, 1>(tile, xa, xb, kc, lane, acc); break;
-                    case 6: dot_rows<6, 1>(tile, xa, xb, kc, lane, acc); break;
-                    case 7: dot_rows<7, 1>(tile, xa, xb, kc, lane, acc); break;
-                    default: dot_rows<8, 1>(tile, xa, xb, kc, lane, acc); break;
-                }
-                __syncwarp();
-                if (lane == 0)  // every lane's reads of the stage are consumed: free it
+            }
+            consumers_sync<CW>();
+        }
+        if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j + 1] = gtimer();
+        unsigned my = 0;
+        for (int i = (warp + CW - (int)(base % CW)) % CW; i < mine; i += CW, ++my) {
+            const unsigned seq = base + i, slot = seq % NS;
+            const int t = (int)blockIdx.x + i * (int)gridDim.x, r0 = t / nsl * tr, s = t % nsl;
+            const int nr = min(tr, rows - r0);
+            if (MODE == 2) {
+                if (lane == 0) {
+                    mb_wait(sa(full + slot), (seq / NS) & 1);
                     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + slot)) : "memory");
+                }
+                continue;
+            }
+            unsigned long long t_ask = 0;
+            if (STAMP) t_ask = gtimer();
+            mb_wait(sa(full + slot), (seq / NS) & 1);
+            if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) {
+                stamps[TS + 3 * seq] = t_ask;
+                stamps[TS + 3 * seq + 1] = gtimer();
+            }
+            const uint4* tile = reinterpret_cast<const uint4*>(sm + (size_t)slot * STAGE);
+            const int kc = ks / 8, x0 = s * kc;
+            float acc[RMAX];
+            switch (nr) {  // the rows a compile-time count: every row's loads in flight together
+                case 1: dot_rows<1, 4>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+                case 2: dot_rows<2, 2>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+                case 3: dot_rows<3, 2>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+                case 4: dot_rows<4, 1>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+                case 5: dot_rows<5, 1>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+                case 6: dot_rows<6, 1>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+                case 7: dot_rows<7, 1>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+                default: dot_rows<8, 1>(tile, xa + x0, xb + x0, kc, lane, acc); break;
+            }
+            __syncwarp();
+            if (lane == 0)  // every lane's reads of the stage are consumed: free it
+                asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(sa(empty + slot)) : "memory");
 #pragma unroll
-                for (int off = 16; off > 0; off >>= 1)
+            for (int off = 16; off > 0; off >>= 1)
 #pragma unroll
-                    for (int r = 0; r < RMAX; ++r) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+                for (int r = 0; r < RMAX; ++r) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+            if (epi == 0) {
 #pragma unroll
                 for (int r = 0; r < RMAX; ++r)
-                    if (lane == r && r < nr) y[r0 + r] = acc[r];
-                if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) stamps[TS + 3 * seq + 2] = gtimer();
+                    if (lane == r && r < nr) y[(size_t)s * rows + r0 + r] = acc[r];
+            } else {
+#pragma unroll
+                for (int r = 0; r + 1 < RMAX; r += 2)
+                    if (lane == r && r + 1 < nr) y[(r0 + r) / 2] = gelu_tanh(acc[r]) * acc[r + 1];
             }
-            base += mine;
+            if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) stamps[TS + 3 * seq + 2] = gtimer();
         }
-        consumers_sync<CW>();  // every output of this block's tiles stored (and x free for the next op)
-        if (tid == 0) {
-            __threadfence();
-            atomicAdd(done + j, 1u);
-            if (STAMP && blockIdx.x == 0) stamps[3 * j + 2] = gtimer();
+        base += mine;
+        if (my) {  // this warp's outputs stored (warp-ordered), then counted
+            __syncwarp();
+            if (lane == 0) red_release(done + j, my);
         }
+        if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j + 2] = gtimer();
     }
 }
 
@@ -267,28 +294,27 @@ __global__ void spin16(const unsigned long long ns) {
 """
 
 RMAX = 8
-# (stage bytes, stages, consumer warps): stages a multiple of the warps; 192 / 128 / 96 KB of lookahead a block
-RINGS = ((16384, 12, 6), (16384, 12, 4), (16384, 8, 8), (16384, 6, 6))
+# (stage bytes, stages, consumer warps): stages a multiple of the warps; 128 / 160 KB of lookahead a block
+RINGS = ((16384, 8, 8), (16384, 10, 5), (16384, 10, 10))
 ATTN_NS = 5000
-STAMPED = (16384, 8, 8)  # the ring whose block 0 stamps its phases (template STAMP 1)
+STAMPED = (16384, 10, 10)  # the ring whose block 0 stamps its phases (template STAMP 1)
+DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
+X_BYTES = 2 * 2 * 16 * (I // 8)  # x in shared memory: two buffers of two float4 planes
 
 
 def phases(ring, st: np.ndarray, grid: int) -> dict:
-    """Block 0's stamps -> us a layer by op (mean over layers): the wait for the previous op (its counter, from this
-    block's end of it), forming x, the tiles; per tile the wait for its stage (asked -> full) and its dot products."""
-    table = ring.ops.get()
-    kinds = {QKV: "qkv", H: None, 2 * I: "gate_up"}
+    """Block 0's stamps -> us a layer by op (mean over layers): the wait for the previous op's counter (from warp 0's
+    end of it), forming x, warp 0's tiles; per tile the wait for its stage (asked -> full) and its dot products."""
     out: dict = {}
     seq = 0
-    for j, row in enumerate(table):
-        kind = "attn" if row[0] == 0 else (kinds.get(int(row[3])) or ("o" if int(row[4]) == Q else "down"))
-        d = out.setdefault(kind, {"wait": [], "x": [], "tiles": [], "stage_wait": [], "dots": []})
+    for j, row in enumerate(ring.table):
+        d = out.setdefault(ring.kinds[j], {"wait": [], "x": [], "tiles": [], "stage_wait": [], "dots": []})
         if j:
             d["wait"].append((int(st[3 * j]) - int(st[3 * j - 1])) / 1e3)
-        d["x"].append((int(st[3 * j + 1]) - int(st[3 * j])) / 1e3)
-        d["tiles"].append((int(st[3 * j + 2]) - int(st[3 * j + 1])) / 1e3)
         if row[0]:
-            ntiles = -(-int(row[3]) // int(row[5]))
+            d["x"].append((int(st[3 * j + 1]) - int(st[3 * j])) / 1e3)
+            d["tiles"].append((int(st[3 * j + 2]) - int(st[3 * j + 1])) / 1e3)
+            ntiles = -(-int(row[3]) // int(row[5])) * (int(row[4]) // int(row[6]))
             mine = -(-ntiles // grid)
             for q in range(seq, min(seq + mine, 2048)):
                 a, f, e = (int(v) for v in st[1024 + 3 * q:1024 + 3 * q + 3])
@@ -298,11 +324,12 @@ def phases(ring, st: np.ndarray, grid: int) -> dict:
     return {kind: {n: round(float(np.mean(v)), 3) if v else None for n, v in d.items()} for kind, d in out.items()}
 
 
-def tile_rows(rows: int, k: int, stage: int, grid: int, cw: int) -> int:
-    """Rows a tile (<= RMAX, fitting a stage): the largest whose most loaded warp (a block's tiles dealt to its `cw`
-    consumer warps) has at most 15% more rows than the best; larger tiles fill more of the ring's bytes."""
+def tile_rows(rows: int, k: int, stage: int, grid: int, cw: int, even: bool = False) -> int:
+    """Rows a tile (<= RMAX, fitting a stage; even: pairs kept whole): the largest whose most loaded warp (a block's
+    tiles dealt to its `cw` consumer warps) has at most 15% more rows than the best; larger tiles fill more of the
+    ring's bytes."""
     most = {}
-    for tr in range(1, RMAX + 1):
+    for tr in range(2 if even else 1, RMAX + 1, 2 if even else 1):
         if tr * k * 2 > stage:
             break
         ntiles = -(-rows // tr)
@@ -313,35 +340,44 @@ def tile_rows(rows: int, k: int, stage: int, grid: int, cw: int) -> int:
 
 class Ring:
     """The ring kernel's op table, outputs and counters for weights `w` (a stand-in of `attn_ns` between each
-    layer's qkv and o when > 0), tiles sized for `cw` consumer warps."""
+    layer's qkv and o when > 0), tiles sized for `cw` consumer warps. gate|up's rows are interleaved (gate i, up i)
+    so that a tile's pairs give gelu_tanh(gate) * up; down stores DOWN_TILE's k-slice partials, summed by the next
+    qkv as it forms its x. `gu` caches the interleaved matrices between instances."""
 
-    def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0):
-        plan = []  # (W, x: an array or which earlier output, rows, k, xform, spin ns)
+    def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0, gu: dict | None = None):
+        gu = {} if gu is None else gu
+        nsl = I // DOWN_TILE[1]
+        plan = []  # (kind, W, x: an array or an earlier kind's output, rows, k, tr, ks, parts, epi, out size)
         for layer, (wq, wo, wgu, wd) in enumerate(w.dev):
-            plan.append((wq, w.x0 if layer == 0 else "down", QKV, H, 0, 0))
+            if layer not in gu:
+                gu[layer] = cupy.ascontiguousarray(wgu.reshape(2, I, H).transpose(1, 0, 2).reshape(2 * I, H))
+            plan.append(("qkv", wq, w.x0 if layer == 0 else "down", QKV, H, tile_rows(QKV, H, stage, grid, cw), H,
+                         1 if layer == 0 else nsl, 0, QKV))
             if attn_ns:
-                plan.append((None, None, 0, 0, 0, attn_ns))
-            plan += [(wo, "qkv", H, Q, 0, 0), (wgu, "o", 2 * I, H, 0, 0), (wd, "gate_up", H, I, 1, 0)]
-        sizes = [max(rows, 1) for _, _, rows, _, _, _ in plan]
+                plan.append(("attn", None, None, 0, 0, 1, 1, 0, 0, 1))
+            plan += [("o", wo, "qkv", H, Q, tile_rows(H, Q, stage, grid, cw), Q, 1, 0, H),
+                     ("gate_up", gu[layer], "o", 2 * I, H, tile_rows(2 * I, H, stage, grid, cw, even=True), H, 1, 1,
+                      I),
+                     ("down", wd, "gate_up", H, I, DOWN_TILE[0], DOWN_TILE[1], 1, 0, nsl * H)]
+        sizes = [p[-1] for p in plan]
         offs = np.concatenate([[0], np.cumsum([-(-n // 32) * 32 for n in sizes])])
         self.buf = cupy.zeros(int(offs[-1]), cupy.float32)
         self.done = cupy.zeros(len(plan), cupy.uint32)
         self.y = [self.buf[int(offs[i]):int(offs[i]) + n] for i, n in enumerate(sizes)]
         table, last = [], {}
-        for j, (W, x, rows, k, xform, ns) in enumerate(plan):
+        for j, (kind, W, x, rows, k, tr, ks, parts, epi, _) in enumerate(plan):
             if W is None:
-                table.append([0, 0, 0, 0, 0, 1, 0, ns])
+                table.append([0, 0, 0, 0, 0, 1, 1, 0, 0, attn_ns])
                 continue
             xin = last[x] if isinstance(x, str) else x
-            table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k,
-                          tile_rows(rows, k, stage, grid, cw), xform, 0])
-            last[{QKV: "qkv", 2 * I: "gate_up"}.get(rows, "o" if k == Q else "down")] = self.y[j]
-        self.n_ops = len(plan)
-        self.tiles = sorted({(r[3], r[4], r[5]) for r in table if r[0]})
+            table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k, tr, ks, parts, epi, 0])
+            last[kind] = self.y[j]
+        self.n_ops, self.kinds, self.table = len(plan), [p[0] for p in plan], table
+        self.tiles = sorted({(kind, r[3], r[4], r[5], r[6]) for kind, r in zip(self.kinds, table) if r[0]})
         self.ops = cupy.asarray(np.array(table, dtype=np.int64))
 
     def out(self) -> np.ndarray:
-        return self.y[-1].get().astype(np.float64)
+        return self.y[-1].get().astype(np.float64).reshape(-1, H).sum(0)
 
 
 def main() -> None:
@@ -354,7 +390,7 @@ def main() -> None:
     name = lambda s, n, cw, m, st: f"ring<{s},{n},{cw},{m},{st}>"  # noqa: E731
     keys = [(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*STAMPED, m, 1) for m in (0, 1)]
     mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[name(*k) for k in keys] + ["spin16"])
-    shared = {r: r[0] * r[1] + 16 * r[1] + 4 * I for r in RINGS}  # the stages, their barriers, x
+    shared = {r: r[0] * r[1] + 16 * r[1] + X_BYTES for r in RINGS}  # the stages, their barriers, x
     fns = {}
     for key in keys:
         fns[key] = fn = mod.get_function(name(*key))
@@ -375,13 +411,14 @@ def main() -> None:
 
     small = Weights(cupy, 2, seed=1)
     ref = small.reference()
+    gu_small: dict = {}
     for r in RINGS:
         for attn in (0, ATTN_NS):
-            rg = Ring(cupy, small, r[0], sms, r[2], attn)
+            rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small)
             hn.time_graph(ring_step(rg, r, 0), reps=1, pdl=None)
             res["check"][f"{label(r)} attn {attn}"] = float(np.abs(rg.out() - ref).max() / np.abs(ref).max())
     print("max rel err vs float64:", res["check"], flush=True)
-    del small, rg
+    del small, rg, gu_small
     w = Weights(cupy, 26)
     res["weight_bytes"] = w.nbytes
     rd = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=["rd<4>"]).get_function("rd<4>")
@@ -393,10 +430,10 @@ def main() -> None:
     stand_in = lambda: K.Launch("attn", spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0, pdl=True)  # noqa
     steps[f"step GEMV launches, PDL + attn {ATTN_NS}"] = [x for i, g in enumerate(gemvs)
                                                           for x in ([g, stand_in()] if i % 4 == 0 else [g])]
-    rings = {}  # alive to the end: the launches hold their pointers
+    rings, gu = {}, {}  # alive to the end: the launches hold their pointers
     for r in RINGS:
         for attn in (0, ATTN_NS):
-            rings[(r, attn)] = Ring(cupy, w, r[0], sms, r[2], attn)
+            rings[(r, attn)] = Ring(cupy, w, r[0], sms, r[2], attn, gu)
         res["tiles"][label(r)] = rings[(r, 0)].tiles
         for m in (0, 1, 2):
             for attn in ((0, ATTN_NS) if m == 0 else (0,)):
