@@ -178,6 +178,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
                 const unsigned long long t0 = gtimer();
                 while (gtimer() - t0 < (unsigned long long)o[9]) {}
                 red_release(done + j, 1u);
+                if (STAMP && blockIdx.x == 0) stamps[3 * j + 2] = gtimer();
             }
             continue;
         }
@@ -294,21 +295,23 @@ __global__ void spin16(const unsigned long long ns) {
 """
 
 RMAX = 8
-# (stage bytes, stages, consumer warps): stages a multiple of the warps; 128 / 160 KB of lookahead a block
-RINGS = ((16384, 8, 8), (16384, 10, 5), (16384, 10, 10))
+# (stage bytes, stages, consumer warps): stages a multiple of the warps; 128 / 160 / 80 KB of lookahead a block
+RINGS = ((16384, 8, 8), (16384, 10, 5), (16384, 10, 10), (16384, 5, 5))
 ATTN_NS = 5000
-STAMPED = (16384, 10, 10)  # the ring whose block 0 stamps its phases (template STAMP 1)
+STAMPED = ((16384, 10, 5), (16384, 5, 5))  # the rings whose block 0 stamps its phases (template STAMP 1)
 DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
 X_BYTES = 2 * 2 * 16 * (I // 8)  # x in shared memory: two buffers of two float4 planes
 
 
-def phases(ring, st: np.ndarray, grid: int) -> dict:
+def phases(ring, st: np.ndarray, grid: int, cw: int) -> dict:
     """Block 0's stamps -> us a layer by op (mean over layers): the wait for the previous op's counter (from warp 0's
-    end of it), forming x, warp 0's tiles; per tile the wait for its stage (asked -> full) and its dot products."""
+    end of it), forming x, warp 0's tiles (x formed -> its count released); per tile the wait for its stage (asked ->
+    full) and its dot products; `release`: warp 0's last tile stored -> its count released."""
     out: dict = {}
     seq = 0
     for j, row in enumerate(ring.table):
-        d = out.setdefault(ring.kinds[j], {"wait": [], "x": [], "tiles": [], "stage_wait": [], "dots": []})
+        d = out.setdefault(ring.kinds[j], {"wait": [], "x": [], "tiles": [], "stage_wait": [], "dots": [],
+                                           "release": []})
         if j:
             d["wait"].append((int(st[3 * j]) - int(st[3 * j - 1])) / 1e3)
         if row[0]:
@@ -320,6 +323,9 @@ def phases(ring, st: np.ndarray, grid: int) -> dict:
                 a, f, e = (int(v) for v in st[1024 + 3 * q:1024 + 3 * q + 3])
                 d["stage_wait"].append((f - a) / 1e3)
                 d["dots"].append((e - f) / 1e3)
+            warp0 = [q for q in range(seq, seq + mine) if q % cw == 0 and q < 2048]
+            if warp0:
+                d["release"].append((int(st[3 * j + 2]) - int(st[1024 + 3 * warp0[-1] + 2])) / 1e3)
             seq += mine
     return {kind: {n: round(float(np.mean(v)), 3) if v else None for n, v in d.items()} for kind, d in out.items()}
 
@@ -388,7 +394,7 @@ def main() -> None:
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     name = lambda s, n, cw, m, st: f"ring<{s},{n},{cw},{m},{st}>"  # noqa: E731
-    keys = [(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*STAMPED, m, 1) for m in (0, 1)]
+    keys = [(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*r, m, 1) for r in STAMPED for m in (0, 1)]
     mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[name(*k) for k in keys] + ["spin16"])
     shared = {r: r[0] * r[1] + 16 * r[1] + X_BYTES for r in RINGS}  # the stages, their barriers, x
     fns = {}
@@ -444,12 +450,12 @@ def main() -> None:
             times[nm].append(hn.time_graph(st, reps=6, pdl=None) * len(st))  # ms a step
     del keep
     res["stamped"] = {}
-    for m, attn in ((0, 0), (0, ATTN_NS), (1, 0)):  # block 0's stamps, one replay each
+    for r, m, attn in [(r, m, a) for r in STAMPED for m, a in ((0, 0), (0, ATTN_NS), (1, 0))]:  # one replay each
         stamps.fill(0)
-        ring = rings[(STAMPED, attn)]
-        res["ms"][f"{label(STAMPED)} mode {m} stamped" + (f" + attn {attn}" if attn else "")] = round(
-            hn.time_graph(ring_step(ring, STAMPED, m, 1), reps=1, pdl=None) * 2, 4)
-        res["stamped"][f"mode {m} attn {attn}"] = phases(ring, stamps.get(), sms)
+        ring = rings[(r, attn)]
+        res["ms"][f"{label(r)} mode {m} stamped" + (f" + attn {attn}" if attn else "")] = round(
+            hn.time_graph(ring_step(ring, r, m, 1), reps=1, pdl=None) * 2, 4)
+        res["stamped"][f"{label(r)} mode {m} attn {attn}"] = phases(ring, stamps.get(), sms, r[2])
     print(json.dumps(res["stamped"]), flush=True)
     res["ms"].update({nm: round(float(np.median(t)), 4) for nm, t in times.items()})
     res["tb_per_s"] = {nm: round(w.nbytes / (t * 1e-3) / 1e12, 3) for nm, t in res["ms"].items()}
