@@ -11,6 +11,9 @@ tile is whole rows of W, its dot products against the input, one output a row. T
 Each warp adds its tiles to the op's counter as it finishes (red.release), with no barrier at an op's end (x in two
 buffers by op parity); gate|up's rows interleaved (gate i, up i) so a tile's pairs store gelu_tanh(gate) * up; down in
 tiles of 4 rows x a quarter of k (its 4 partials summed by the next qkv as it forms x).
+Mode 3 (LL): no counters at all: every output float is stored with the step's epoch beside it in one 8-byte store
+(NCCL's LL protocol), and the next op's x formation polls the values themselves until each carries the epoch; down in
+whole-row tiles (one part). The stand-in then copies qkv's first 1024 outputs to o's input after its wait.
 Earlier runs of this probe: h200_ring_probe_block_tiles_651ec78.json (all 256 consumer threads on each tile, a block
 reduction and barrier a tile: ~1.6 us a tile, four times slower than the transport), h200_ring_probe_warp_tiles_768a52e
 .json (a tile a warp, rows as runtime branches), h200_ring_probe_6561874.json (rows compiled, stamps; a barrier, fence
@@ -107,13 +110,46 @@ __device__ __forceinline__ void dot_rows(const uint4* tile, const float4* xa, co
     }
 }
 
+// MODE 3's outputs: each float stored with the step's epoch beside it in one 8-byte store ({value, epoch}, as
+// NCCL's LL protocol), so a consumer polls the values themselves: no fence, release or counter between ops
+__device__ __forceinline__ uint4 ld_volatile4(const void* p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_ll(void* p, const float v, const unsigned e) {
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(__float_as_uint(v)), "r"(e) : "memory");
+}
+// pairs q = base + i * step (i < n) of an LL vector (2 floats a 16-byte line) into f, polled until every line
+// carries epoch e: every line's load in flight at once, only the stale ones reloaded
+template <int B>
+__device__ __forceinline__ void ll_pairs(const uint4* src, const int q0, const int step, const int n, const unsigned e,
+                                         float2 (&f)[B]) {
+    uint4 v[B];
+#pragma unroll
+    for (int i = 0; i < B; ++i)
+        if (i < n) v[i] = ld_volatile4(src + q0 + i * step);
+    for (bool ok = false; !ok;) {
+        ok = true;
+#pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (i < n && (v[i].y != e || v[i].w != e)) {
+                ok = false;
+                v[i] = ld_volatile4(src + q0 + i * step);
+            }
+    }
+#pragma unroll
+    for (int i = 0; i < B; ++i) f[i] = make_float2(__uint_as_float(v[i].x), __uint_as_float(v[i].z));
+}
+
 __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
 template <int STAGE, int NS, int CW, int MODE, int STAMP>
 __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done,
-                                               unsigned long long* stamps) {
+                                               unsigned long long* stamps, const unsigned* epoch) {
     extern __shared__ __align__(128) unsigned char sm[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
     unsigned long long* empty = full + NS;
@@ -161,6 +197,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
     // an op's end: each adds its tiles to the op's counter as it finishes them.
     unsigned base = 0;  // the block's tile count before op j: the ring sequence number of its first tile
     int prev_ntiles = 0;
+    const unsigned e = MODE == 3 ? *epoch : 0u;  // MODE 3: this step's epoch (set by the kernel before)
     for (int j = 0; j < n_ops; ++j) {
         const long long* o = ops + 10 * j;
         const bool spin = o[0] == 0;
@@ -173,6 +210,24 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
         if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j] = gtimer();
         prev_ntiles = ntiles;
         if ((int)blockIdx.x >= ntiles) continue;
+        if (spin && MODE == 3) {  // block b: qkv's pairs 32b .. 32b + 31 in, the wait, out (o's input, LL)
+            float2 f[1];
+            if (tid < 32) ll_pairs<1>(reinterpret_cast<const uint4*>(o[1]), 32 * blockIdx.x + tid, 0, 1, e, f);
+            consumers_sync<CW>();
+            if (tid == 0) {
+                const unsigned long long t0 = gtimer();
+                while (gtimer() - t0 < (unsigned long long)o[9]) {}
+            }
+            consumers_sync<CW>();
+            if (tid < 32) {
+                unsigned* out = reinterpret_cast<unsigned*>(o[2]) + 4 * (32 * blockIdx.x + tid);
+                asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                             :: "l"(out), "r"(__float_as_uint(f[0].x)), "r"(e), "r"(__float_as_uint(f[0].y)), "r"(e)
+                             : "memory");
+            }
+            if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j + 2] = gtimer();
+            continue;
+        }
         if (spin) {
             if (tid == 0) {
                 const unsigned long long t0 = gtimer();
@@ -187,7 +242,20 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
         float4* xa = xbuf + (j & 1) * 2 * KCMAX;
         float4* xb = xa + KCMAX;
         const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-        if (MODE != 2) {  // every load first, then the sums and the stores
+        if (MODE == 3) {  // x's pairs polled in (parts 1), then stored in the planes
+            constexpr int B = (KCMAX * 4 + 32 * CW - 1) / (32 * CW);
+            float2 f[B];
+            const int np = k / 2, n = (np - tid + 32 * CW - 1) / (32 * CW);
+            ll_pairs<B>(reinterpret_cast<const uint4*>(x), tid, 32 * CW, n, e, f);
+            float* fa = reinterpret_cast<float*>(xa);
+            float* fb = reinterpret_cast<float*>(xb);
+#pragma unroll
+            for (int i = 0; i < B; ++i) {
+                const int q = tid + 32 * CW * i, c = q >> 2, w = (q & 3) * 2;  // floats 2q, 2q + 1: chunk c
+                if (i < n) *reinterpret_cast<float2*>((w < 4 ? fa + 4 * c + w : fb + 4 * c + w - 4)) = f[i];
+            }
+            consumers_sync<CW>();
+        } else if (MODE != 2) {  // every load first, then the sums and the stores
             constexpr int XU = (KCMAX + 32 * CW - 1) / (32 * CW);
             float4 va[XU], vb[XU];
             const int kc = k / 8;
@@ -261,7 +329,14 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             for (int off = 16; off > 0; off >>= 1)
 #pragma unroll
                 for (int r = 0; r < RMAX; ++r) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-            if (epi == 0) {
+            if (MODE == 3) {
+#pragma unroll
+                for (int r = 0; r < RMAX; ++r) {
+                    if (epi == 0 && lane == r && r < nr) st_ll(y + 2 * ((size_t)s * rows + r0 + r), acc[r], e);
+                    if (epi == 1 && lane == r && (r & 1) == 0 && r + 1 < nr)
+                        st_ll(y + 2 * ((r0 + r) / 2), gelu_tanh(acc[r]) * acc[r + 1], e);
+                }
+            } else if (epi == 0) {
 #pragma unroll
                 for (int r = 0; r < RMAX; ++r)
                     if (lane == r && r < nr) y[(size_t)s * rows + r0 + r] = acc[r];
@@ -273,7 +348,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) stamps[TS + 3 * seq + 2] = gtimer();
         }
         base += mine;
-        if (my) {  // this warp's outputs stored (warp-ordered), then counted
+        if (my && MODE != 3) {  // this warp's outputs stored (warp-ordered), then counted
             __syncwarp();
             if (lane == 0) red_release(done + j, my);
         }
@@ -282,6 +357,17 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
 }
 
 // the step launches' attention stand-in: 16 blocks spin ns after the previous kernel (PDL wait)
+// MODE 3's step start: the epoch advanced and x0 rewritten as LL lines of it (one block)
+__global__ void ll_prep(unsigned* epoch, const float* x0, unsigned* x0ll, const int n) {
+    const unsigned e = *epoch + 1;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        x0ll[2 * i] = __float_as_uint(x0[i]);
+        x0ll[2 * i + 1] = e;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) *epoch = e;
+}
+
 __global__ void spin16(const unsigned long long ns) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -295,10 +381,11 @@ __global__ void spin16(const unsigned long long ns) {
 """
 
 RMAX = 8
-# (stage bytes, stages, consumer warps): stages a multiple of the warps; 128 / 160 / 80 KB of lookahead a block
-RINGS = ((16384, 8, 8), (16384, 10, 5), (16384, 10, 10), (16384, 5, 5))
+# (stage bytes, stages, consumer warps): stages a multiple of the warps; 160 / 128 KB of lookahead a block
+RINGS = ((16384, 10, 5), (16384, 10, 10), (16384, 8, 8))
+LL_RINGS = ((16384, 10, 10), (16384, 8, 8))  # mode 3 (LL outputs): x polled by 32 x warps threads
 ATTN_NS = 5000
-STAMPED = ((16384, 10, 5), (16384, 5, 5))  # the rings whose block 0 stamps its phases (template STAMP 1)
+STAMPED = ((16384, 10, 5),)  # the rings whose block 0 stamps its phases (template STAMP 1)
 DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
 X_BYTES = 2 * 2 * 16 * (I // 8)  # x in shared memory: two buffers of two float4 planes
 
@@ -350,22 +437,27 @@ class Ring:
     so that a tile's pairs give gelu_tanh(gate) * up; down stores DOWN_TILE's k-slice partials, summed by the next
     qkv as it forms its x. `gu` caches the interleaved matrices between instances."""
 
-    def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0, gu: dict | None = None):
+    def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0, gu: dict | None = None,
+                 ll: bool = False):
         gu = {} if gu is None else gu
-        nsl = I // DOWN_TILE[1]
+        down_tile = (1, I) if ll else DOWN_TILE  # LL: one part (x polled as it is, never summed)
+        nsl = I // down_tile[1]
+        self.ll, self.epoch, self.x0 = ll, cupy.zeros(1, cupy.uint32), w.x0
+        self.x0ll = cupy.zeros(2 * H, cupy.uint32)
         plan = []  # (kind, W, x: an array or an earlier kind's output, rows, k, tr, ks, parts, epi, out size)
         for layer, (wq, wo, wgu, wd) in enumerate(w.dev):
             if layer not in gu:
                 gu[layer] = cupy.ascontiguousarray(wgu.reshape(2, I, H).transpose(1, 0, 2).reshape(2 * I, H))
-            plan.append(("qkv", wq, w.x0 if layer == 0 else "down", QKV, H, tile_rows(QKV, H, stage, grid, cw), H,
-                         1 if layer == 0 else nsl, 0, QKV))
+            plan.append(("qkv", wq, (self.x0ll if ll else w.x0) if layer == 0 else "down", QKV, H,
+                         tile_rows(QKV, H, stage, grid, cw), H, 1 if layer == 0 else nsl, 0, QKV))
             if attn_ns:
-                plan.append(("attn", None, None, 0, 0, 1, 1, 0, 0, 1))
-            plan += [("o", wo, "qkv", H, Q, tile_rows(H, Q, stage, grid, cw), Q, 1, 0, H),
+                plan.append(("attn", None, "qkv", 0, 0, 1, 1, 0, 0, Q))
+            plan += [("o", wo, "attn" if attn_ns and ll else "qkv", H, Q, tile_rows(H, Q, stage, grid, cw), Q, 1, 0,
+                      H),
                      ("gate_up", gu[layer], "o", 2 * I, H, tile_rows(2 * I, H, stage, grid, cw, even=True), H, 1, 1,
                       I),
-                     ("down", wd, "gate_up", H, I, DOWN_TILE[0], DOWN_TILE[1], 1, 0, nsl * H)]
-        sizes = [p[-1] for p in plan]
+                     ("down", wd, "gate_up", H, I, down_tile[0], down_tile[1], 1, 0, nsl * H)]
+        sizes = [p[-1] * (2 if ll else 1) for p in plan]  # LL: {value, epoch} a float
         offs = np.concatenate([[0], np.cumsum([-(-n // 32) * 32 for n in sizes])])
         self.buf = cupy.zeros(int(offs[-1]), cupy.float32)
         self.done = cupy.zeros(len(plan), cupy.uint32)
@@ -373,7 +465,9 @@ class Ring:
         table, last = [], {}
         for j, (kind, W, x, rows, k, tr, ks, parts, epi, _) in enumerate(plan):
             if W is None:
-                table.append([0, 0, 0, 0, 0, 1, 1, 0, 0, attn_ns])
+                table.append([0, last[x].data.ptr if ll else 0, self.y[j].data.ptr if ll else 0, 0, 0, 1, 1, 0, 0,
+                              attn_ns])
+                last[kind] = self.y[j]
                 continue
             xin = last[x] if isinstance(x, str) else x
             table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k, tr, ks, parts, epi, 0])
@@ -383,7 +477,8 @@ class Ring:
         self.ops = cupy.asarray(np.array(table, dtype=np.int64))
 
     def out(self) -> np.ndarray:
-        return self.y[-1].get().astype(np.float64).reshape(-1, H).sum(0)
+        y = self.y[-1].get()
+        return (y[::2] if self.ll else y).astype(np.float64).reshape(-1, H).sum(0)
 
 
 def main() -> None:
@@ -394,35 +489,41 @@ def main() -> None:
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     name = lambda s, n, cw, m, st: f"ring<{s},{n},{cw},{m},{st}>"  # noqa: E731
-    keys = [(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*r, m, 1) for r in STAMPED for m in (0, 1)]
-    mod = cupy.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[name(*k) for k in keys] + ["spin16"])
-    shared = {r: r[0] * r[1] + 16 * r[1] + X_BYTES for r in RINGS}  # the stages, their barriers, x
+    keys = ([(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*r, 3, 0) for r in LL_RINGS]
+            + [(*r, m, 1) for r in STAMPED for m in (0, 1)] + [(*LL_RINGS[0], 3, 1)])
+    mod = cupy.RawModule(code=SRC, options=("-std=c++17",),
+                         name_expressions=[name(*k) for k in keys] + ["spin16", "ll_prep"])
+    shared = {r: r[0] * r[1] + 16 * r[1] + X_BYTES for r in {*RINGS, *LL_RINGS}}  # the stages, their barriers, x
     fns = {}
     for key in keys:
         fns[key] = fn = mod.get_function(name(*key))
         fn.max_dynamic_shared_size_bytes = shared[key[:3]]
     stamps = cupy.zeros(1024 + 3 * 2048, cupy.uint64)
-    spin = mod.get_function("spin16")
+    spin, prep = mod.get_function("spin16"), mod.get_function("ll_prep")
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
-                                          "zeroes its counters first"),
-                 "sms": sms, "grid": sms, "rings": [list(r) for r in RINGS], "attn_ns": ATTN_NS,
-                 "registers": {name(*key): int(fn.num_regs) for key, fn in fns.items()},
+                                          "zeroes its counters (modes 0-2) or advances its epoch (mode 3) first"),
+                 "sms": sms, "grid": sms, "rings": [list(r) for r in RINGS], "ll_rings": [list(r) for r in LL_RINGS],
+                 "attn_ns": ATTN_NS, "registers": {name(*key): int(fn.num_regs) for key, fn in fns.items()},
                  "check": {}, "layers": 26, "tiles": {}, "ms": {}}
     label = lambda r: f"ring {r[0] // 1024}K x{r[1]} {r[2]}w"  # noqa: E731
 
     def ring_step(ring: Ring, r: tuple, m: int, st: int = 0) -> list:
-        return [partial(ring.done.fill, 0),
-                K.Launch("ring", fns[(*r, m, st)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
-                         (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done), K.ptr(stamps)), shared[r], 0)]
+        first = (K.Launch("ll_prep", prep, (1, 1, 1), (1024, 1, 1), (K.ptr(ring.epoch), K.ptr(ring.x0),
+                                                                      K.ptr(ring.x0ll), np.int32(H)), 0, 0)
+                 if m == 3 else partial(ring.done.fill, 0))
+        return [first, K.Launch("ring", fns[(*r, m, st)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
+                                (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done), K.ptr(stamps),
+                                 K.ptr(ring.epoch)), shared[r], 0)]
 
+    variants = [(r, 0) for r in RINGS] + [(r, 3) for r in LL_RINGS]  # (ring, mode) of the checks and the A/B
     small = Weights(cupy, 2, seed=1)
     ref = small.reference()
     gu_small: dict = {}
-    for r in RINGS:
+    for r, m in variants:
         for attn in (0, ATTN_NS):
-            rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small)
-            hn.time_graph(ring_step(rg, r, 0), reps=1, pdl=None)
-            res["check"][f"{label(r)} attn {attn}"] = float(np.abs(rg.out() - ref).max() / np.abs(ref).max())
+            rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small, ll=m == 3)
+            hn.time_graph(ring_step(rg, r, m), reps=3, pdl=None)  # (mode 3: three epochs, each checked by its polls)
+            res["check"][f"{label(r)} mode {m} attn {attn}"] = float(np.abs(rg.out() - ref).max() / np.abs(ref).max())
     print("max rel err vs float64:", res["check"], flush=True)
     del small, rg, gu_small
     w = Weights(cupy, 26)
@@ -437,22 +538,24 @@ def main() -> None:
     steps[f"step GEMV launches, PDL + attn {ATTN_NS}"] = [x for i, g in enumerate(gemvs)
                                                           for x in ([g, stand_in()] if i % 4 == 0 else [g])]
     rings, gu = {}, {}  # alive to the end: the launches hold their pointers
-    for r in RINGS:
+    for r, m in variants:
         for attn in (0, ATTN_NS):
-            rings[(r, attn)] = Ring(cupy, w, r[0], sms, r[2], attn, gu)
-        res["tiles"][label(r)] = rings[(r, 0)].tiles
-        for m in (0, 1, 2):
-            for attn in ((0, ATTN_NS) if m == 0 else (0,)):
-                steps[f"{label(r)} mode {m}" + (f" + attn {attn}" if attn else "")] = ring_step(rings[(r, attn)], r, m)
+            rings[(r, attn, m == 3)] = Ring(cupy, w, r[0], sms, r[2], attn, gu, ll=m == 3)
+        res["tiles"][f"{label(r)} mode {m}"] = rings[(r, 0, m == 3)].tiles
+        for mode in ((0, 1, 2) if m == 0 else (3,)):
+            for attn in ((0, ATTN_NS) if mode in (0, 3) else (0,)):
+                steps[f"{label(r)} mode {mode}" + (f" + attn {attn}" if attn else "")] = ring_step(
+                    rings[(r, attn, m == 3)], r, mode)
     times: dict = {nm: [] for nm in steps}
     for _ in range(5):  # interleaved rounds
         for nm, st in steps.items():
             times[nm].append(hn.time_graph(st, reps=6, pdl=None) * len(st))  # ms a step
     del keep
     res["stamped"] = {}
-    for r, m, attn in [(r, m, a) for r in STAMPED for m, a in ((0, 0), (0, ATTN_NS), (1, 0))]:  # one replay each
+    stamped = [(r, m, a) for r in STAMPED for m, a in ((0, 0), (0, ATTN_NS), (1, 0))]
+    for r, m, attn in stamped + [(LL_RINGS[0], 3, 0), (LL_RINGS[0], 3, ATTN_NS)]:  # block 0's stamps, one replay
         stamps.fill(0)
-        ring = rings[(r, attn)]
+        ring = rings[(r, attn, m == 3)]
         res["ms"][f"{label(r)} mode {m} stamped" + (f" + attn {attn}" if attn else "")] = round(
             hn.time_graph(ring_step(ring, r, m, 1), reps=1, pdl=None) * 2, 4)
         res["stamped"][f"{label(r)} mode {m} attn {attn}"] = phases(ring, stamps.get(), sms, r[2])
