@@ -148,7 +148,7 @@ __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
 }
 
 template <int STAGE, int NS, int CW, int MODE, int STAMP>
-__global__ void __launch_bounds__(416, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done,
+__global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done,
                                                unsigned long long* stamps, const unsigned* epoch) {
     extern __shared__ __align__(128) unsigned char sm[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(416, 1) ring(const long long* __restrict__ ops
         }
         const float* x = reinterpret_cast<const float*>(o[1]);
         float* y = reinterpret_cast<float*>(o[2]);
-        float4* xa = xbuf + (MODE == 3 ? 0 : (j & 1) * 2 * KCMAX);  // (MODE 3: its op-start barrier orders x)
+        float4* xa = xbuf + (j & 1) * 2 * KCMAX;
         float4* xb = xa + KCMAX;
         const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
         if (MODE == 3) {  // x's pairs polled in (parts 1), then stored in the planes
@@ -381,14 +381,13 @@ __global__ void spin16(const unsigned long long ns) {
 """
 
 RMAX = 8
-TILE_SLACK = 1.3  # (1.15 in the runs up to 2e75c57)
 # (stage bytes, stages, consumer warps): stages a multiple of the warps; 160 / 128 KB of lookahead a block
 RINGS = ((16384, 10, 5), (16384, 10, 10), (16384, 8, 8))
-LL_RINGS = ((16384, 12, 12), (16384, 10, 10))  # mode 3 (LL outputs): x polled by 32 x warps threads
+LL_RINGS = ((16384, 10, 10), (16384, 8, 8))  # mode 3 (LL outputs): x polled by 32 x warps threads
 ATTN_NS = 5000
 STAMPED = ((16384, 10, 5),)  # the rings whose block 0 stamps its phases (template STAMP 1)
 DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
-X_BYTES = 2 * 16 * (I // 8)  # x in shared memory: a buffer of two float4 planes (two in modes 0-2, by op parity)
+X_BYTES = 2 * 2 * 16 * (I // 8)  # x in shared memory: two buffers of two float4 planes
 
 
 def phases(ring, st: np.ndarray, grid: int, cw: int) -> dict:
@@ -420,7 +419,7 @@ def phases(ring, st: np.ndarray, grid: int, cw: int) -> dict:
 
 def tile_rows(rows: int, k: int, stage: int, grid: int, cw: int, even: bool = False) -> int:
     """Rows a tile (<= RMAX, fitting a stage; even: pairs kept whole): the largest whose most loaded warp (a block's
-    tiles dealt to its `cw` consumer warps) has at most TILE_SLACK times the best's rows; larger tiles fill more of the
+    tiles dealt to its `cw` consumer warps) has at most 15% more rows than the best; larger tiles fill more of the
     ring's bytes."""
     most = {}
     for tr in range(2 if even else 1, RMAX + 1, 2 if even else 1):
@@ -429,7 +428,7 @@ def tile_rows(rows: int, k: int, stage: int, grid: int, cw: int, even: bool = Fa
         ntiles = -(-rows // tr)
         per_block = -(-ntiles // grid)
         most[tr] = -(-per_block // cw) * tr
-    return max(tr for tr, m in most.items() if m <= TILE_SLACK * min(most.values()))
+    return max(tr for tr, m in most.items() if m <= 1.15 * min(most.values()))
 
 
 class Ring:
@@ -494,11 +493,11 @@ def main() -> None:
             + [(*r, m, 1) for r in STAMPED for m in (0, 1)] + [(*LL_RINGS[0], 3, 1)])
     mod = cupy.RawModule(code=SRC, options=("-std=c++17",),
                          name_expressions=[name(*k) for k in keys] + ["spin16", "ll_prep"])
-    shm = lambda r, m: r[0] * r[1] + 16 * r[1] + X_BYTES * (1 if m == 3 else 2)  # noqa: E731 - stages, barriers, x
+    shared = {r: r[0] * r[1] + 16 * r[1] + X_BYTES for r in {*RINGS, *LL_RINGS}}  # the stages, their barriers, x
     fns = {}
     for key in keys:
         fns[key] = fn = mod.get_function(name(*key))
-        fn.max_dynamic_shared_size_bytes = shm(key[:3], key[3])
+        fn.max_dynamic_shared_size_bytes = shared[key[:3]]
     stamps = cupy.zeros(1024 + 3 * 2048, cupy.uint64)
     spin, prep = mod.get_function("spin16"), mod.get_function("ll_prep")
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
@@ -514,7 +513,7 @@ def main() -> None:
                  if m == 3 else partial(ring.done.fill, 0))
         return [first, K.Launch("ring", fns[(*r, m, st)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
                                 (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done), K.ptr(stamps),
-                                 K.ptr(ring.epoch)), shm(r, m), 0)]
+                                 K.ptr(ring.epoch)), shared[r], 0)]
 
     variants = [(r, 0) for r in RINGS] + [(r, 3) for r in LL_RINGS]  # (ring, mode) of the checks and the A/B
     small = Weights(cupy, 2, seed=1)
