@@ -14,6 +14,9 @@ tiles of 4 rows x a quarter of k (its 4 partials summed by the next qkv as it fo
 Mode 3 (LL): no counters at all: every output float is stored with the step's epoch beside it in one 8-byte store
 (NCCL's LL protocol), and the next op's x formation polls the values themselves until each carries the epoch; down in
 whole-row tiles (one part). The stand-in then copies qkv's first 1024 outputs to o's input after its wait.
+`per-op launches`: the same plan (down in whole rows) as one launch an op with PDL, one simple register GEMV (opk):
+waiting on the previous launch (griddepcontrol.wait) and reading x plainly, or never waiting and polling LL inputs:
+LL where the kernel boundaries stay.
 Earlier runs of this probe: h200_ring_probe_block_tiles_651ec78.json (all 256 consumer threads on each tile, a block
 reduction and barrier a tile: ~1.6 us a tile, four times slower than the transport), h200_ring_probe_warp_tiles_768a52e
 .json (a tile a warp, rows as runtime branches), h200_ring_probe_6561874.json (rows compiled, stamps; a barrier, fence
@@ -357,6 +360,112 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
 }
 
 // the step launches' attention stand-in: 16 blocks spin ns after the previous kernel (PDL wait)
+// The same chain as one launch an op (PDL), to compare LL with PDL's wait where a kernel boundary stays: opk<0>
+// waits for the previous launch (griddepcontrol.wait), then reads x plainly; opk<1> never waits, it polls x's LL
+// lines (the first launch of a step follows ll_prep, which has no early trigger). Both: warp w of block b takes units
+// (a row; epi 1: a gate/up row pair) u = 8b + w, + 8 grid, ..; its first unit's first weights loaded before the wait;
+// x formed in shared memory first (the ring's planes). ops as the ring's, whole rows only (ks = k, parts 1).
+template <int LL>
+__global__ void __launch_bounds__(256) opk(const long long* __restrict__ o, const unsigned* epoch) {
+    extern __shared__ float4 xs4[];
+    float4* xa = xs4;
+    float4* xb = xs4 + KCMAX;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+    const __half* W = reinterpret_cast<const __half*>(o[0]);
+    const float* x = reinterpret_cast<const float*>(o[1]);
+    float* y = reinterpret_cast<float*>(o[2]);
+    const int rows = (int)o[3], k = (int)o[4], epi = (int)o[8], kc = k / 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
+    const int units = epi ? rows / 2 : rows, nr = epi ? 2 : 1;
+    const int u0 = blockIdx.x * 8 + warp;
+    uint4 pf[2][4];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int c = lane + 32 * i;
+            pf[r][i] = (u0 < units && r < nr && c < kc)
+                ? __ldcs(reinterpret_cast<const uint4*>(W + (size_t)(u0 * nr + r) * k) + c) : make_uint4(0, 0, 0, 0);
+        }
+    const unsigned e = LL ? *epoch : 0u;
+    if (!LL) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+        for (int c = tid; c < kc; c += 256) {
+            xa[c] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c));
+            xb[c] = __ldcg(reinterpret_cast<const float4*>(x + 8 * c + 4));
+        }
+    } else {
+        constexpr int B = (KCMAX * 4 + 255) / 256;
+        float2 f[B];
+        const int n = (k / 2 - tid + 255) / 256;
+        ll_pairs<B>(reinterpret_cast<const uint4*>(x), tid, 256, n, e, f);
+        float* fa = reinterpret_cast<float*>(xa);
+        float* fb = reinterpret_cast<float*>(xb);
+#pragma unroll
+        for (int i = 0; i < B; ++i) {
+            const int q = tid + 256 * i, c = q >> 2, w = (q & 3) * 2;
+            if (i < n) *reinterpret_cast<float2*>((w < 4 ? fa + 4 * c + w : fb + 4 * c + w - 4)) = f[i];
+        }
+    }
+    __syncthreads();
+    for (int u = u0; u < units; u += gridDim.x * 8) {
+        float acc[2] = {0.f, 0.f};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            if (r >= nr) break;
+            const uint4* wr = reinterpret_cast<const uint4*>(W + (size_t)(u * nr + r) * k);
+            float part[4] = {0.f, 0.f, 0.f, 0.f};
+            for (int c0 = 0; c0 < kc; c0 += 128) {
+                uint4 wv[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int c = c0 + lane + 32 * i;
+                    wv[i] = (u == u0 && c0 == 0) ? pf[r][i] : (c < kc ? __ldcs(wr + c) : make_uint4(0, 0, 0, 0));
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int c = c0 + lane + 32 * i;
+                    if (c < kc) part[i] += dot8(wv[i], xa[c], xb[c]);
+                }
+            }
+            acc[r] = warp_sum(part[0] + part[1] + part[2] + part[3]);
+        }
+        if (lane == 0) {
+            const float v = epi ? gelu_tanh(acc[0]) * acc[1] : acc[0];
+            if (LL) st_ll(y + 2 * u, v, e);
+            else y[u] = v;
+        }
+    }
+}
+
+// opk's attention stand-in: 16 blocks; LL: block b polls qkv's pairs 32b .., spins, writes them to o's input
+template <int LL>
+__global__ void opspin(const long long* __restrict__ o, const unsigned* epoch) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (!LL) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    float2 f[1];
+    const unsigned e = LL ? *epoch : 0u;
+    if (LL) ll_pairs<1>(reinterpret_cast<const uint4*>(o[1]), 32 * blockIdx.x + threadIdx.x, 0, 1, e, f);
+    __syncwarp();
+    if (threadIdx.x == 0) {
+        const unsigned long long t0 = gtimer();
+        while (gtimer() - t0 < (unsigned long long)o[9]) {}
+    }
+    __syncwarp();
+    if (LL) {
+        unsigned* out = reinterpret_cast<unsigned*>(o[2]) + 4 * (32 * blockIdx.x + threadIdx.x);
+        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(out), "r"(__float_as_uint(f[0].x)), "r"(e), "r"(__float_as_uint(f[0].y)), "r"(e)
+                     : "memory");
+    }
+}
+
 // MODE 3's step start: the epoch advanced and x0 rewritten as LL lines of it (one block)
 __global__ void ll_prep(unsigned* epoch, const float* x0, unsigned* x0ll, const int n) {
     const unsigned e = *epoch + 1;
@@ -438,9 +547,9 @@ class Ring:
     qkv as it forms its x. `gu` caches the interleaved matrices between instances."""
 
     def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0, gu: dict | None = None,
-                 ll: bool = False):
+                 ll: bool = False, whole_down: bool = False):
         gu = {} if gu is None else gu
-        down_tile = (1, I) if ll else DOWN_TILE  # LL: one part (x polled as it is, never summed)
+        down_tile = (1, I) if ll or whole_down else DOWN_TILE  # LL: one part (x polled as it is, never summed)
         nsl = I // down_tile[1]
         self.ll, self.epoch, self.x0 = ll, cupy.zeros(1, cupy.uint32), w.x0
         self.x0ll = cupy.zeros(2 * H, cupy.uint32)
@@ -492,7 +601,8 @@ def main() -> None:
     keys = ([(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*r, 3, 0) for r in LL_RINGS]
             + [(*r, m, 1) for r in STAMPED for m in (0, 1)] + [(*LL_RINGS[0], 3, 1)])
     mod = cupy.RawModule(code=SRC, options=("-std=c++17",),
-                         name_expressions=[name(*k) for k in keys] + ["spin16", "ll_prep"])
+                         name_expressions=[name(*k) for k in keys] + ["spin16", "ll_prep", "opk<0>", "opk<1>",
+                                                                        "opspin<0>", "opspin<1>"])
     shared = {r: r[0] * r[1] + 16 * r[1] + X_BYTES for r in {*RINGS, *LL_RINGS}}  # the stages, their barriers, x
     fns = {}
     for key in keys:
@@ -500,6 +610,8 @@ def main() -> None:
         fn.max_dynamic_shared_size_bytes = shared[key[:3]]
     stamps = cupy.zeros(1024 + 3 * 2048, cupy.uint64)
     spin, prep = mod.get_function("spin16"), mod.get_function("ll_prep")
+    opk = {ll: mod.get_function(f"opk<{ll}>") for ll in (0, 1)}
+    opspin = {ll: mod.get_function(f"opspin<{ll}>") for ll in (0, 1)}
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
                                           "zeroes its counters (modes 0-2) or advances its epoch (mode 3) first"),
                  "sms": sms, "grid": sms, "rings": [list(r) for r in RINGS], "ll_rings": [list(r) for r in LL_RINGS],
@@ -515,6 +627,25 @@ def main() -> None:
                                 (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done), K.ptr(stamps),
                                  K.ptr(ring.epoch)), shared[r], 0)]
 
+    def prep_launch(ring: Ring):
+        return K.Launch("ll_prep", prep, (1, 1, 1), (1024, 1, 1), (K.ptr(ring.epoch), K.ptr(ring.x0),
+                                                                    K.ptr(ring.x0ll), np.int32(H)), 0, 0)
+
+    def op_step(ring: Ring) -> list:
+        """One launch an op (PDL): opk<0> waiting on the previous launch, or opk<1> polling LL inputs."""
+        ll = int(ring.ll)
+        out = [prep_launch(ring) if ll else partial(ring.done.fill, 0)]
+        for j, row in enumerate(ring.table):
+            ptr = np.uint64(ring.ops.data.ptr + 80 * j)
+            if row[0] == 0:
+                out.append(K.Launch("attn", opspin[ll], (16, 1, 1), (32, 1, 1), (ptr, K.ptr(ring.epoch)), 0, 0,
+                                    pdl=True))
+            else:
+                units = row[3] // (2 if row[8] else 1)
+                out.append(K.Launch("op", opk[ll], (min(-(-units // 8), 2 * sms), 1, 1), (256, 1, 1),
+                                    (ptr, K.ptr(ring.epoch)), X_BYTES, 0, pdl=True))
+        return out
+
     variants = [(r, 0) for r in RINGS] + [(r, 3) for r in LL_RINGS]  # (ring, mode) of the checks and the A/B
     small = Weights(cupy, 2, seed=1)
     ref = small.reference()
@@ -524,6 +655,14 @@ def main() -> None:
             rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small, ll=m == 3)
             hn.time_graph(ring_step(rg, r, m), reps=3, pdl=None)  # (mode 3: three epochs, each checked by its polls)
             res["check"][f"{label(r)} mode {m} attn {attn}"] = float(np.abs(rg.out() - ref).max() / np.abs(ref).max())
+        for ll in (False, True):  # the per-op launches over the same plan (one part), after the first ring only
+            if r != RINGS[0] or m:
+                continue
+            for attn in (0, ATTN_NS):
+                rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small, ll=ll, whole_down=True)
+                hn.time_graph(op_step(rg), reps=3, pdl=None)
+                res["check"][f"per-op {'LL' if ll else 'wait'} attn {attn}"] = float(
+                    np.abs(rg.out() - ref).max() / np.abs(ref).max())
     print("max rel err vs float64:", res["check"], flush=True)
     del small, rg, gu_small
     w = Weights(cupy, 26)
@@ -546,6 +685,11 @@ def main() -> None:
             for attn in ((0, ATTN_NS) if mode in (0, 3) else (0,)):
                 steps[f"{label(r)} mode {mode}" + (f" + attn {attn}" if attn else "")] = ring_step(
                     rings[(r, attn, m == 3)], r, mode)
+    for ll in (False, True):
+        for attn in (0, ATTN_NS):
+            rings[("per-op", attn, ll)] = rg = Ring(cupy, w, 16384, sms, 8, attn, gu, ll=ll, whole_down=True)
+            steps[f"per-op launches, {'LL' if ll else 'PDL wait'}" + (f" + attn {attn}" if attn else "")] = \
+                op_step(rg)
     times: dict = {nm: [] for nm in steps}
     for _ in range(5):  # interleaved rounds
         for nm, st in steps.items():
