@@ -611,6 +611,8 @@ def main() -> None:
     stamps = cupy.zeros(1024 + 3 * 2048, cupy.uint64)
     spin, prep = mod.get_function("spin16"), mod.get_function("ll_prep")
     opk = {ll: mod.get_function(f"opk<{ll}>") for ll in (0, 1)}
+    for fn in opk.values():
+        fn.max_dynamic_shared_size_bytes = X_BYTES
     opspin = {ll: mod.get_function(f"opspin<{ll}>") for ll in (0, 1)}
     res: dict = {"provenance": provenance("graph replays (CUDA events), medians of 5 interleaved rounds; each step "
                                           "zeroes its counters (modes 0-2) or advances its epoch (mode 3) first"),
@@ -660,7 +662,13 @@ def main() -> None:
                 continue
             for attn in (0, ATTN_NS):
                 rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small, ll=ll, whole_down=True)
-                hn.time_graph(op_step(rg), reps=3, pdl=None)
+                try:
+                    hn.time_graph(op_step(rg), reps=3, pdl=None)
+                except RuntimeError as err:  # the launch's parameters, for the record
+                    bad = [(la.grid, la.block, la.shared, [type(a).__name__ for a in la.args], int(la.fn.num_regs))
+                           for la in op_step(rg) if isinstance(la, K.Launch)]
+                    print("per-op launch failed:", err, sorted(set(map(str, bad))), flush=True)
+                    raise
                 res["check"][f"per-op {'LL' if ll else 'wait'} attn {attn}"] = float(
                     np.abs(rg.out() - ref).max() / np.abs(ref).max())
     print("max rel err vs float64:", res["check"], flush=True)
