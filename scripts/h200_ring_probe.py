@@ -77,7 +77,6 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 // Op j's tiles t = g * (k / ks) + s (rows g * tr .., columns s * ks ..); a block takes t = block, block + grid, ..;
 // a stand-in has 16 tiles of no weights. done[j]: op j's tiles done (each warp adds its own, release).
 #define RMAX 8
-#define PMAX 4  // MODE 3: partials a k-split producer may leave (their sum polled together)
 #define KCMAX 864  // 16-byte chunks of the widest input (k = 6912)
 #define TS 1024    // stamps (block 0): [op][ready, x formed, warp 0 done] from 0, [tile][asked, full, done] from TS
 
@@ -147,37 +146,6 @@ __device__ __forceinline__ void ll_pairs(const uint4* src, const int q0, const i
     }
 #pragma unroll
     for (int i = 0; i < B; ++i) f[i] = make_float2(__uint_as_float(v[i].x), __uint_as_float(v[i].z));
-}
-
-// the sum over `parts` LL vectors [parts, np pairs] of pairs q0 + i * step (i < n), every line's load in flight
-template <int P, int NI>
-__device__ __forceinline__ void ll_parts(const uint4* src, const int q0, const int step, const int n, const int parts,
-                                         const int np, const unsigned e, float2 (&f)[NI]) {
-    uint4 v[P][NI];
-#pragma unroll
-    for (int p = 0; p < P; ++p)
-#pragma unroll
-        for (int i = 0; i < NI; ++i)
-            if (p < parts && i < n) v[p][i] = ld_volatile4(src + (size_t)p * np + q0 + i * step);
-    for (bool ok = false; !ok;) {
-        ok = true;
-#pragma unroll
-        for (int p = 0; p < P; ++p)
-#pragma unroll
-            for (int i = 0; i < NI; ++i)
-                if (p < parts && i < n && (v[p][i].y != e || v[p][i].w != e)) {
-                    ok = false;
-                    v[p][i] = ld_volatile4(src + (size_t)p * np + q0 + i * step);
-                }
-    }
-#pragma unroll
-    for (int i = 0; i < NI; ++i) {
-        f[i] = make_float2(0.f, 0.f);
-#pragma unroll
-        for (int p = 0; p < P; ++p)
-            if (p < parts && i < n)
-                f[i] = make_float2(f[i].x + __uint_as_float(v[p][i].x), f[i].y + __uint_as_float(v[p][i].z));
-    }
 }
 
 __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
@@ -283,14 +251,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             constexpr int B = (KCMAX * 4 + 32 * CW - 1) / (32 * CW);
             float2 f[B];
             const int np = k / 2, n = (np - tid + 32 * CW - 1) / (32 * CW);
-            if (parts == 1) {
-                ll_pairs<B>(reinterpret_cast<const uint4*>(x), tid, 32 * CW, n, e, f);
-            } else {  // a k-split producer's partials [parts, k] (<= 2 pairs a thread): every load in flight, summed
-                float2 g[2];
-                ll_parts<PMAX, 2>(reinterpret_cast<const uint4*>(x), tid, 32 * CW, min(n, 2), parts, np, e, g);
-#pragma unroll
-                for (int i = 0; i < B; ++i) f[i] = i < 2 ? g[i] : make_float2(0.f, 0.f);
-            }
+            ll_pairs<B>(reinterpret_cast<const uint4*>(x), tid, 32 * CW, n, e, f);
             float* fa = reinterpret_cast<float*>(xa);
             float* fb = reinterpret_cast<float*>(xb);
 #pragma unroll
@@ -536,7 +497,6 @@ RINGS = ((16384, 10, 5), (16384, 10, 10), (16384, 8, 8))
 LL_RINGS = ((16384, 10, 10), (16384, 8, 8))  # mode 3 (LL outputs): x polled by 32 x warps threads
 ATTN_NS = 5000
 STAMPED = ((16384, 10, 5),)  # the rings whose block 0 stamps its phases (template STAMP 1)
-SPLIT_MIN_ROWS = 4  # mode 3 `split`: qkv's and o's tiles at least this many rows
 DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
 X_BYTES = 2 * 2 * 16 * (I // 8)  # x in shared memory: two buffers of two float4 planes
 
@@ -589,14 +549,9 @@ class Ring:
     qkv as it forms its x. `gu` caches the interleaved matrices between instances."""
 
     def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0, gu: dict | None = None,
-                 ll: bool = False, whole_down: bool = False, split: bool = False):
+                 ll: bool = False, whole_down: bool = False):
         gu = {} if gu is None else gu
-        # LL: down in whole rows (one part), or with `split` its 4 k-slice partials polled together by qkv, and qkv's
-        # and o's tiles at least SPLIT_MIN_ROWS rows (fewer, larger copies)
-        down_tile = (1, I) if (ll and not split) or whole_down else DOWN_TILE
-        assert not split or -(-(H // 2) // (32 * cw)) <= 2, "mode 3's k-split partials: <= 2 pairs a thread"
-        small = (lambda r, k: max(SPLIT_MIN_ROWS, tile_rows(r, k, stage, grid, cw))) if split else \
-            (lambda r, k: tile_rows(r, k, stage, grid, cw))
+        down_tile = (1, I) if ll or whole_down else DOWN_TILE  # LL: one part (x polled as it is, never summed)
         nsl = I // down_tile[1]
         self.ll, self.epoch, self.x0 = ll, cupy.zeros(1, cupy.uint32), w.x0
         self.x0ll = cupy.zeros(2 * H, cupy.uint32)
@@ -605,10 +560,11 @@ class Ring:
             if layer not in gu:
                 gu[layer] = cupy.ascontiguousarray(wgu.reshape(2, I, H).transpose(1, 0, 2).reshape(2 * I, H))
             plan.append(("qkv", wq, (self.x0ll if ll else w.x0) if layer == 0 else "down", QKV, H,
-                         small(QKV, H), H, 1 if layer == 0 else nsl, 0, QKV))
+                         tile_rows(QKV, H, stage, grid, cw), H, 1 if layer == 0 else nsl, 0, QKV))
             if attn_ns:
                 plan.append(("attn", None, "qkv", 0, 0, 1, 1, 0, 0, Q))
-            plan += [("o", wo, "attn" if attn_ns and ll else "qkv", H, Q, small(H, Q), Q, 1, 0, H),
+            plan += [("o", wo, "attn" if attn_ns and ll else "qkv", H, Q, tile_rows(H, Q, stage, grid, cw), Q, 1, 0,
+                      H),
                      ("gate_up", gu[layer], "o", 2 * I, H, tile_rows(2 * I, H, stage, grid, cw, even=True), H, 1, 1,
                       I),
                      ("down", wd, "gate_up", H, I, down_tile[0], down_tile[1], 1, 0, nsl * H)]
@@ -706,13 +662,6 @@ def main() -> None:
         for ll in (False, True):  # the per-op launches over the same plan (one part), after the first ring only
             if r != RINGS[0] or m:
                 continue
-            if ll:  # and mode 3 split's checks
-                for attn in (0, ATTN_NS):
-                    sr = LL_RINGS[0]
-                    rg = Ring(cupy, small, sr[0], sms, sr[2], attn, gu_small, ll=True, split=True)
-                    hn.time_graph(ring_step(rg, sr, 3), reps=3, pdl=None)
-                    res["check"][f"{label(sr)} mode 3 split attn {attn}"] = float(
-                        np.abs(rg.out() - ref).max() / np.abs(ref).max())
             for attn in (0, ATTN_NS):
                 rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small, ll=ll, whole_down=True)
                 try:
@@ -751,11 +700,6 @@ def main() -> None:
             rings[("per-op", attn, ll)] = rg = Ring(cupy, w, 16384, sms, 8, attn, gu, ll=ll, whole_down=True)
             steps[f"per-op launches, {'LL' if ll else 'PDL wait'}" + (f" + attn {attn}" if attn else "")] = \
                 op_step(rg)
-    sr = LL_RINGS[0]  # mode 3 with down's k-split partials and larger qkv / o tiles
-    for attn in (0, ATTN_NS):
-        rings[(sr, attn, "split")] = rg = Ring(cupy, w, sr[0], sms, sr[2], attn, gu, ll=True, split=True)
-        steps[f"{label(sr)} mode 3 split" + (f" + attn {attn}" if attn else "")] = ring_step(rg, sr, 3)
-    res["tiles"][f"{label(sr)} mode 3 split"] = rings[(sr, 0, "split")].tiles
     times: dict = {nm: [] for nm in steps}
     for _ in range(5):  # interleaved rounds
         for nm, st in steps.items():
@@ -763,14 +707,12 @@ def main() -> None:
     del keep
     res["stamped"] = {}
     stamped = [(r, m, a) for r in STAMPED for m, a in ((0, 0), (0, ATTN_NS), (1, 0))]
-    for r, m, attn, key in ([(r, m, a, m == 3) for r, m, a in stamped]
-                            + [(LL_RINGS[0], 3, a, k) for k in (True, "split") for a in (0, ATTN_NS)]):
-        stamps.fill(0)  # block 0's stamps, one replay each
-        ring = rings[(r, attn, key)]
-        tag = f"{label(r)} mode {m}" + (" split" if key == "split" else "")
-        res["ms"][f"{tag} stamped" + (f" + attn {attn}" if attn else "")] = round(
+    for r, m, attn in stamped + [(LL_RINGS[0], 3, 0), (LL_RINGS[0], 3, ATTN_NS)]:  # block 0's stamps, one replay
+        stamps.fill(0)
+        ring = rings[(r, attn, m == 3)]
+        res["ms"][f"{label(r)} mode {m} stamped" + (f" + attn {attn}" if attn else "")] = round(
             hn.time_graph(ring_step(ring, r, m, 1), reps=1, pdl=None) * 2, 4)
-        res["stamped"][f"{tag} attn {attn}"] = phases(ring, stamps.get(), sms, r[2])
+        res["stamped"][f"{label(r)} mode {m} attn {attn}"] = phases(ring, stamps.get(), sms, r[2])
     print(json.dumps(res["stamped"]), flush=True)
     res["ms"].update({nm: round(float(np.median(t)), 4) for nm, t in times.items()})
     res["tb_per_s"] = {nm: round(w.nbytes / (t * 1e-3) / 1e12, 3) for nm, t in res["ms"].items()}
