@@ -22,7 +22,8 @@ reduction and barrier a tile: ~1.6 us a tile, four times slower than the transpo
 .json (a tile a warp, rows as runtime branches), h200_ring_probe_6561874.json (rows compiled, stamps; a barrier, fence
 and atomic at each op's end, gelu formed by down's x, down one row a tile), h200_ring_probe_6a67e83.json and
 _5f840f9.json (this kernel before mode 3), _2e75c57.json (mode 3's first run) and _717805a.json (mode 3 with one x
-buffer and 12 warps: slower; reverted). docs/native_decoder.md reads them.
+buffer and 12 warps: slower; reverted), _split_99ca0bb.json (mode 3 with down's k-split partials: slower; reverted).
+docs/native_decoder.md reads them.
 
 Chain: gemma3-1b's GEMVs (h200_chain_probe.Weights: qkv [1536 x 1152] -> o [1152 x 1024] on qkv's first 1024 ->
 gate|up [13824 x 1152] -> down [1152 x 6912] on gelu_tanh(gate) * up -> the next layer's qkv), 26 layers, no norms,
