@@ -268,6 +268,13 @@ class Chain:
         return y.reshape(SLICES, H).sum(0) if self.split else y
 
 
+def plain_reads(cupy, w: Weights, sms: int) -> list:
+    """The plain read (rd<4>, 8 blocks an SM) of every matrix of `w`, a launch each: what the chains are set against."""
+    rd = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=["rd<4>"]).get_function("rd<4>")
+    sink = cupy.zeros(1, cupy.uint32)
+    return [partial(rd, (sms * 8,), (256,), (m, np.int64(m.nbytes // 16), sink)) for ws in w.dev for m in ws]
+
+
 def launches(K, fn, chain: Chain, grid: int, variant: str, shared: int = 0) -> list:
     """One step: the zero fill, then the chain as `variant` ("per-op", "per-op PDL", "per-layer PDL", "persistent")."""
     zero = partial(chain.buf.fill, 0)
@@ -338,10 +345,7 @@ def main() -> None:
     del small, ch
     w = Weights(cupy, 26)
     res["weight_bytes"] = w.nbytes
-    rd = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=["rd<4>"]).get_function("rd<4>")
-    sink = cupy.zeros(1, cupy.uint32)
-    steps = {"plain read, one launch a matrix": [partial(rd, (sms * 8,), (256,), (m, np.int64(m.nbytes // 16), sink))
-                                                 for ws in w.dev for m in ws]}
+    steps = {"plain read, one launch a matrix": plain_reads(cupy, w, sms)}
     chains = {kind: Chain(cupy, w, kind.split()[0]) for kind in fns}
     steps["the step's GEMV launches (native.kernels), PDL"], keep = step_gemvs(cupy, K, w)
     for kind, fn in fns.items():

@@ -50,8 +50,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from h200_chain_probe import QKV, H, I, Q, Weights, step_gemvs  # noqa: E402
-from h200_stream_probe import PROBE, provenance, write  # noqa: E402
+from h200_chain_probe import QKV, H, I, Q, Weights, plain_reads, step_gemvs  # noqa: E402
+from h200_stream_probe import provenance, write  # noqa: E402
 from native_kernel_bench import GTIMER_CU  # noqa: E402
 
 from vlmdecode.native.cuda_src import common  # noqa: E402 - dot8, warp_sum, gelu_tanh
@@ -678,10 +678,7 @@ def main() -> None:
     del small, rg, gu_small
     w = Weights(cupy, 26)
     res["weight_bytes"] = w.nbytes
-    rd = cupy.RawModule(code=PROBE, options=("-std=c++17",), name_expressions=["rd<4>"]).get_function("rd<4>")
-    sink = cupy.zeros(1, cupy.uint32)
-    steps = {"plain read, one launch a matrix": [partial(rd, (sms * 8,), (256,), (m, np.int64(m.nbytes // 16), sink))
-                                                 for ws in w.dev for m in ws]}
+    steps = {"plain read, one launch a matrix": plain_reads(cupy, w, sms)}
     gemvs, keep = step_gemvs(cupy, K, w)
     steps["step GEMV launches, PDL"] = gemvs
     stand_in = lambda: K.Launch("attn", spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0, pdl=True)  # noqa
