@@ -3,11 +3,12 @@
 The per-kernel step pays, at every GEMV, a ramp (first weights in flight only once the kernel's blocks are resident)
 and a wait (its input vector) that nothing fills: the weights do not depend on the input, but the only places to
 hold weights loaded early (registers, a few row groups of shared memory) were too small or cost more than they hid
-(docs/native_decoder.md). Here one block an SM holds a ring of shared-memory stages (~200 KB) that a producer warp
-fills with cp.async.bulk in the order the block will consume its tiles, over every op of every layer, waiting only
-for free stages, never for an op's input. Eight consumer warps wait for an op's input (a device-scope counter of the
-previous op's blocks), form it once in shared memory (fp32), then each warp takes every eighth of the block's tiles: a
-tile is whole rows of W, its dot products against the input, one output a row. The ring's depth is the lookahead.
+(docs/native_decoder.md). Here one block an SM holds a ring of 16 KB shared-memory stages (RINGS: 8-10 of them) that
+a producer warp fills with cp.async.bulk in the order the block will consume its tiles, over every op of every layer,
+waiting only for free stages, never for an op's input. Its 5-10 consumer warps wait for an op's input (a device-scope
+counter of the previous op's tiles), form it once in shared memory (fp32), then each warp takes its own share of the
+block's tiles: a tile is whole rows of W (or a k-slice of them), its dot products against the input, one output a
+row. The ring's depth is the lookahead.
 Each warp adds its tiles to the op's counter as it finishes (red.release), with no barrier at an op's end (x in two
 buffers by op parity); gate|up's rows interleaved (gate i, up i) so a tile's pairs store gelu_tanh(gate) * up; down in
 tiles of 4 rows x a quarter of k (its 4 partials summed by the next qkv as it forms x).
