@@ -15,6 +15,9 @@ tiles of 4 rows x a quarter of k (its 4 partials summed by the next qkv as it fo
 Mode 3 (LL): no counters at all: every output float is stored with the step's epoch beside it in one 8-byte store
 (NCCL's LL protocol), and the next op's x formation polls the values themselves until each carries the epoch; down in
 whole-row tiles (one part). The stand-in then copies qkv's first 1024 outputs to o's input after its wait.
+`pd <PD>` (mode 3, prepared in the nineteenth session and not yet run): the producer also prefetches into L2
+(cp.async.bulk.prefetch.L2) the tile PD tiles after each one it copies, so DRAM keeps streaming while every stage is
+full and the consumers are in their dependency waits (mode 3's stamps: down's input 4.45 us, each small op's ~1.3-1.6).
 `per-op launches`: the same plan (down in whole rows) as one launch an op with PDL, one simple register GEMV (opk):
 waiting on the previous launch (griddepcontrol.wait) and reading x plainly, or never waiting and polling LL inputs:
 LL where the kernel boundaries stay.
@@ -154,7 +157,29 @@ __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
-template <int STAGE, int NS, int CW, int MODE, int STAMP>
+// (op j, tile t) -> the block's next tile in consumption order (t += grid, then the next op's first; stand-ins and
+// ops with no tile for this block skipped); false past the last op
+__device__ __forceinline__ bool next_tile(const long long* ops, const int n_ops, int& j, int& t) {
+    for (t += gridDim.x;; ++j, t = blockIdx.x) {
+        if (j >= n_ops) return false;
+        const long long* o = ops + 10 * j;
+        if (o[0] != 0 && t < ((int)o[3] + (int)o[5] - 1) / (int)o[5] * ((int)o[4] / (int)o[6])) return true;
+    }
+}
+
+// tile t of op o: its bulk copies' (address, bytes), pieces of them: f(address, bytes) for each
+template <typename F>
+__device__ __forceinline__ void tile_pieces(const long long* o, const int t, F f) {
+    const unsigned char* W = reinterpret_cast<const unsigned char*>(o[0]);
+    const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], ks = (int)o[6], nsl = k / ks;
+    const int r0 = t / nsl * tr, s = t % nsl, nr = min(tr, rows - r0);
+    const int pieces = ks == k ? 1 : nr, len = ks == k ? nr * k * 2 : ks * 2;
+    for (int r = 0; r < pieces; ++r) f(W + ((size_t)(r0 + r) * k + (size_t)s * ks) * 2, len, r);
+}
+
+// PD > 0: the producer also prefetches into L2 the tile PD tiles after each one it copies
+// (cp.async.bulk.prefetch.L2), so DRAM keeps streaming while the ring is full
+template <int STAGE, int NS, int CW, int MODE, int STAMP, int PD = 0>
 __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops, const int n_ops, unsigned* done,
                                                unsigned long long* stamps, const unsigned* epoch) {
     extern __shared__ __align__(128) unsigned char sm[];
@@ -173,6 +198,16 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
     if (warp == CW) {  // the producer: every tile of every op in consumption order, as fast as stages free up
         if (lane == 0) {
             unsigned seq = 0;
+            int pj = 0, pt = (int)blockIdx.x - (int)gridDim.x;  // the prefetch cursor, PD tiles ahead
+            bool pmore = PD > 0 && next_tile(ops, n_ops, pj, pt);
+            auto prefetch = [&]() {
+                if (!pmore) return;
+                tile_pieces(ops + 10 * pj, pt, [](const unsigned char* a, const int len, int) {
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(a), "r"(len) : "memory");
+                });
+                pmore = next_tile(ops, n_ops, pj, pt);
+            };
+            for (int i = 0; i < PD; ++i) prefetch();
             for (int j = 0; j < n_ops; ++j) {
                 const long long* o = ops + 10 * j;
                 if (o[0] == 0) continue;
@@ -192,6 +227,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
                                      " [%0], [%1], %2, [%3];"
                                      :: "r"(dst + r * len), "l"(W + ((size_t)(r0 + r) * k + (size_t)s * ks) * 2),
                                      "r"(len), "r"(bar) : "memory");
+                    if (PD) prefetch();
                 }
             }
         }
@@ -499,6 +535,7 @@ RINGS = ((16384, 10, 5), (16384, 10, 10), (16384, 8, 8))
 LL_RINGS = ((16384, 10, 10), (16384, 8, 8))  # mode 3 (LL outputs): x polled by 32 x warps threads
 ATTN_NS = 5000
 STAMPED = ((16384, 10, 5),)  # the rings whose block 0 stamps its phases (template STAMP 1)
+PDS = (6, 12, 18)  # mode 3 on LL_RINGS[0] with the producer's L2 prefetch PD tiles ahead (13-38 MB in all)
 DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
 X_BYTES = 2 * 2 * 16 * (I // 8)  # x in shared memory: two buffers of two float4 planes
 
@@ -601,9 +638,10 @@ def main() -> None:
     from vlmdecode.native import kernels as K
 
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-    name = lambda s, n, cw, m, st: f"ring<{s},{n},{cw},{m},{st}>"  # noqa: E731
-    keys = ([(*r, m, 0) for r in RINGS for m in (0, 1, 2)] + [(*r, 3, 0) for r in LL_RINGS]
-            + [(*r, m, 1) for r in STAMPED for m in (0, 1)] + [(*LL_RINGS[0], 3, 1)])
+    name = lambda s, n, cw, m, st, pd: f"ring<{s},{n},{cw},{m},{st},{pd}>"  # noqa: E731
+    keys = ([(*r, m, 0, 0) for r in RINGS for m in (0, 1, 2)] + [(*r, 3, 0, 0) for r in LL_RINGS]
+            + [(*r, m, 1, 0) for r in STAMPED for m in (0, 1)] + [(*LL_RINGS[0], 3, 1, 0)]
+            + [(*LL_RINGS[0], 3, st, pd) for pd in PDS for st in (0, 1)])
     mod = cupy.RawModule(code=SRC, options=("-std=c++17",),
                          name_expressions=[name(*k) for k in keys] + ["spin16", "ll_prep", "opk<0>", "opk<1>",
                                                                         "opspin<0>", "opspin<1>"])
@@ -625,11 +663,11 @@ def main() -> None:
                  "check": {}, "layers": 26, "tiles": {}, "ms": {}}
     label = lambda r: f"ring {r[0] // 1024}K x{r[1]} {r[2]}w"  # noqa: E731
 
-    def ring_step(ring: Ring, r: tuple, m: int, st: int = 0) -> list:
+    def ring_step(ring: Ring, r: tuple, m: int, st: int = 0, pd: int = 0) -> list:
         first = (K.Launch("ll_prep", prep, (1, 1, 1), (1024, 1, 1), (K.ptr(ring.epoch), K.ptr(ring.x0),
                                                                       K.ptr(ring.x0ll), np.int32(H)), 0, 0)
                  if m == 3 else partial(ring.done.fill, 0))
-        return [first, K.Launch("ring", fns[(*r, m, st)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
+        return [first, K.Launch("ring", fns[(*r, m, st, pd)], (sms, 1, 1), (32 * (r[2] + 1), 1, 1),
                                 (K.ptr(ring.ops), np.int32(ring.n_ops), K.ptr(ring.done), K.ptr(stamps),
                                  K.ptr(ring.epoch)), shared[r], 0)]
 
@@ -661,6 +699,10 @@ def main() -> None:
             rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small, ll=m == 3)
             hn.time_graph(ring_step(rg, r, m), reps=3, pdl=None)  # (mode 3: three epochs, each checked by its polls)
             res["check"][f"{label(r)} mode {m} attn {attn}"] = float(np.abs(rg.out() - ref).max() / np.abs(ref).max())
+            for pd in PDS if m == 3 and r == LL_RINGS[0] else ():
+                hn.time_graph(ring_step(rg, r, m, 0, pd), reps=3, pdl=None)
+                res["check"][f"{label(r)} mode 3 pd {pd} attn {attn}"] = float(
+                    np.abs(rg.out() - ref).max() / np.abs(ref).max())
         for ll in (False, True):  # the per-op launches over the same plan (one part), after the first ring only
             if r != RINGS[0] or m:
                 continue
@@ -699,6 +741,11 @@ def main() -> None:
             rings[("per-op", attn, ll)] = rg = Ring(cupy, w, 16384, sms, 8, attn, gu, ll=ll, whole_down=True)
             steps[f"per-op launches, {'LL' if ll else 'PDL wait'}" + (f" + attn {attn}" if attn else "")] = \
                 op_step(rg)
+    lr = LL_RINGS[0]
+    for pd in PDS:  # mode 3 with the producer's L2 prefetch, on the mode 3 rings built above
+        for attn in (0, ATTN_NS):
+            steps[f"{label(lr)} mode 3 pd {pd}" + (f" + attn {attn}" if attn else "")] = ring_step(
+                rings[(lr, attn, True)], lr, 3, 0, pd)
     times: dict = {nm: [] for nm in steps}
     for _ in range(5):  # interleaved rounds
         for nm, st in steps.items():
@@ -706,12 +753,14 @@ def main() -> None:
     del keep
     res["stamped"] = {}
     stamped = [(r, m, a) for r in STAMPED for m, a in ((0, 0), (0, ATTN_NS), (1, 0))]
-    for r, m, attn in stamped + [(LL_RINGS[0], 3, 0), (LL_RINGS[0], 3, ATTN_NS)]:  # block 0's stamps, one replay
+    lls = [(LL_RINGS[0], 3, a, pd) for pd in (0, *PDS) for a in (0, ATTN_NS)]
+    for r, m, attn, pd in [(r, m, a, 0) for r, m, a in stamped] + lls:  # block 0's stamps, one replay each
         stamps.fill(0)
         ring = rings[(r, attn, m == 3)]
-        res["ms"][f"{label(r)} mode {m} stamped" + (f" + attn {attn}" if attn else "")] = round(
-            hn.time_graph(ring_step(ring, r, m, 1), reps=1, pdl=None) * 2, 4)
-        res["stamped"][f"{label(r)} mode {m} attn {attn}"] = phases(ring, stamps.get(), sms, r[2])
+        tag = f"{label(r)} mode {m}" + (f" pd {pd}" if pd else "")
+        res["ms"][f"{tag} stamped" + (f" + attn {attn}" if attn else "")] = round(
+            hn.time_graph(ring_step(ring, r, m, 1, pd), reps=1, pdl=None) * 2, 4)
+        res["stamped"][f"{tag} attn {attn}"] = phases(ring, stamps.get(), sms, r[2])
     print(json.dumps(res["stamped"]), flush=True)
     res["ms"].update({nm: round(float(np.median(t)), 4) for nm, t in times.items()})
     res["tb_per_s"] = {nm: round(w.nbytes / (t * 1e-3) / 1e12, 3) for nm, t in res["ms"].items()}
