@@ -39,7 +39,11 @@ without the counter waits (results wrong: a bound on transport + math); 2 transp
 stages unread). Beside them in the same interleaved rounds: the plain read of every matrix (rd<4>, a launch each) and
 the decode step's own GEMV launches (native.kernels, PDL; h200_chain_probe.step_gemvs).
 -> $OUT/h200_ring_probe.json (ms a 26-layer step, median of interleaved rounds). CuPy only; about a minute.
-Usage: OUT=/tmp/out python3 scripts/h200_ring_probe.py
+`--fold` (prepared in the nineteenth session, not yet run): mode 3 with the layer's folds, Gemma 3's residual stream
+and its four (1 + w) RMSNorms (qkv's and gate|up's inputs formed from the residual and the previous op's output, block
+0 storing each new residual as LL lines), checked against float64 (`fold_reference`), beside mode 3 without them and
+the step's GEMV launches -> $OUT/h200_ring_probe_fold.json.
+Usage: OUT=/tmp/out python3 scripts/h200_ring_probe.py [--fold]
 """
 
 from __future__ import annotations
@@ -75,10 +79,24 @@ __device__ __forceinline__ void mb_wait(const unsigned bar, const unsigned parit
 }
 template <int CW>
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(32 * CW) : "memory"); }
+// the consumers' sum of v (red: 32 floats of shared memory, this call's own)
+template <int CW>
+__device__ __forceinline__ float consumers_sum(float v, float* red) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    consumers_sync<CW>();
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < CW; ++w) t += red[w];
+    return t;
+}
 
-// ops: 10 int64 an op: W [rows, k] fp16 (0: an attention stand-in), x (fp32 [parts, k]: the input is the parts'
+// ops: OPW int64 an op: W [rows, k] fp16 (0: an attention stand-in), x (fp32 [parts, k]: the input is the parts'
 // sum), y (fp32), rows, k, tile rows tr (<= RMAX), tile columns ks (a divisor of k), parts, epi (0: y[s, r] = row r's
-// dot over column slice s; 1: rows paired, gate 2i and up 2i + 1: y[i] = gelu_tanh(gate) * up), spin ns (stand-in).
+// dot over column slice s; 1: rows paired, gate 2i and up 2i + 1: y[i] = gelu_tanh(gate) * up), spin ns (stand-in);
+// MODE 3 only: fold (0: x as it is; 1: h = resid + rms(x) * (1 + w_delta), x -> rms(h) * (1 + w_norm); 2: h = resid,
+// x -> rms(h) * (1 + w_norm); block 0 stores h to resid_out, LL), resid, w_delta, w_norm (fp32 [k]), resid_out.
+#define OPW 16
 // Op j's tiles t = g * (k / ks) + s (rows g * tr .., columns s * ks ..); a block takes t = block, block + grid, ..;
 // a stand-in has 16 tiles of no weights. done[j]: op j's tiles done (each warp adds its own, release).
 #define RMAX 8
@@ -153,6 +171,32 @@ __device__ __forceinline__ void ll_pairs(const uint4* src, const int q0, const i
     for (int i = 0; i < B; ++i) f[i] = make_float2(__uint_as_float(v[i].x), __uint_as_float(v[i].z));
 }
 
+// two LL vectors' pairs q0 + i * step (i < n) polled together (a null: zeros)
+template <int NI>
+__device__ __forceinline__ void ll_two(const uint4* a, const uint4* b, const int q0, const int step, const int n,
+                                       const unsigned e, float2 (&fa)[NI], float2 (&fb)[NI]) {
+    uint4 va[NI], vb[NI];
+#pragma unroll
+    for (int i = 0; i < NI; ++i) {
+        va[i] = vb[i] = make_uint4(0u, e, 0u, e);
+        if (i < n && a) va[i] = ld_volatile4(a + q0 + i * step);
+        if (i < n && b) vb[i] = ld_volatile4(b + q0 + i * step);
+    }
+    for (bool ok = false; !ok;) {
+        ok = true;
+#pragma unroll
+        for (int i = 0; i < NI; ++i) {
+            if (i < n && a && (va[i].y != e || va[i].w != e)) { ok = false; va[i] = ld_volatile4(a + q0 + i * step); }
+            if (i < n && b && (vb[i].y != e || vb[i].w != e)) { ok = false; vb[i] = ld_volatile4(b + q0 + i * step); }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NI; ++i) {
+        fa[i] = make_float2(__uint_as_float(va[i].x), __uint_as_float(va[i].z));
+        fb[i] = make_float2(__uint_as_float(vb[i].x), __uint_as_float(vb[i].z));
+    }
+}
+
 __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
@@ -162,7 +206,7 @@ __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
 __device__ __forceinline__ bool next_tile(const long long* ops, const int n_ops, int& j, int& t) {
     for (t += gridDim.x;; ++j, t = blockIdx.x) {
         if (j >= n_ops) return false;
-        const long long* o = ops + 10 * j;
+        const long long* o = ops + OPW * j;
         if (o[0] != 0 && t < ((int)o[3] + (int)o[5] - 1) / (int)o[5] * ((int)o[4] / (int)o[6])) return true;
     }
 }
@@ -186,6 +230,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
     unsigned long long* full = reinterpret_cast<unsigned long long*>(sm + (size_t)NS * STAGE);
     unsigned long long* empty = full + NS;
     float4* xbuf = reinterpret_cast<float4*>(empty + NS);  // x, two buffers (op parity) of two planes [KCMAX]
+    float* fred = reinterpret_cast<float*>(xbuf + 4 * KCMAX);  // the folds' two sums, 32 floats each
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < NS; ++s) {
@@ -209,7 +254,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             };
             for (int i = 0; i < PD; ++i) prefetch();
             for (int j = 0; j < n_ops; ++j) {
-                const long long* o = ops + 10 * j;
+                const long long* o = ops + OPW * j;
                 if (o[0] == 0) continue;
                 const unsigned char* W = reinterpret_cast<const unsigned char*>(o[0]);
                 const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], ks = (int)o[6], nsl = k / ks;
@@ -242,7 +287,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
     int prev_ntiles = 0;
     const unsigned e = MODE == 3 ? *epoch : 0u;  // MODE 3: this step's epoch (set by the kernel before)
     for (int j = 0; j < n_ops; ++j) {
-        const long long* o = ops + 10 * j;
+        const long long* o = ops + OPW * j;
         const bool spin = o[0] == 0;
         const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], ks = (int)o[6], parts = (int)o[7];
         const int epi = (int)o[8], nsl = spin ? 1 : k / ks;
@@ -285,7 +330,49 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
         float4* xa = xbuf + (j & 1) * 2 * KCMAX;
         float4* xb = xa + KCMAX;
         const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-        if (MODE == 3) {  // x's pairs polled in (parts 1), then stored in the planes
+        if (MODE == 3 && o[10]) {  // a fold (k <= 2 pairs a thread): delta and residual polled together
+            const int fold = (int)o[10], np = k / 2, n = min(2, (np - tid + 32 * CW - 1) / (32 * CW));
+            const float* wd = reinterpret_cast<const float*>(o[12]);
+            const float* wn = reinterpret_cast<const float*>(o[13]);
+            float2 dl[2], h[2];
+            ll_two<2>(fold == 1 ? reinterpret_cast<const uint4*>(x) : nullptr,
+                      reinterpret_cast<const uint4*>(o[11]), tid, 32 * CW, n, e, dl, h);
+            if (fold == 1) {
+                float ss = 0.f;
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    if (i < n) ss += dl[i].x * dl[i].x + dl[i].y * dl[i].y;
+                const float sc = rsqrtf(consumers_sum<CW>(ss, fred) / k + 1e-6f);
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    if (i < n) {
+                        const int q = tid + 32 * CW * i;
+                        h[i].x += dl[i].x * sc * (1.f + wd[2 * q]);
+                        h[i].y += dl[i].y * sc * (1.f + wd[2 * q + 1]);
+                    }
+            }
+            float ss = 0.f;
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+                if (i < n) ss += h[i].x * h[i].x + h[i].y * h[i].y;
+            const float sc = rsqrtf(consumers_sum<CW>(ss, fred + 32) / k + 1e-6f);
+            float* fa = reinterpret_cast<float*>(xa);
+            float* fb = reinterpret_cast<float*>(xb);
+            unsigned* hout = reinterpret_cast<unsigned*>(o[14]);
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int q = tid + 32 * CW * i, c = q >> 2, w = (q & 3) * 2;
+                if (i < n) {
+                    const float2 v = make_float2(h[i].x * sc * (1.f + wn[2 * q]), h[i].y * sc * (1.f + wn[2 * q + 1]));
+                    *reinterpret_cast<float2*>((w < 4 ? fa + 4 * c + w : fb + 4 * c + w - 4)) = v;
+                    if (blockIdx.x == 0)
+                        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                                     :: "l"(hout + 4 * q), "r"(__float_as_uint(h[i].x)), "r"(e),
+                                     "r"(__float_as_uint(h[i].y)), "r"(e) : "memory");
+                }
+            }
+            consumers_sync<CW>();
+        } else if (MODE == 3) {  // x's pairs polled in (parts 1), then stored in the planes
             constexpr int B = (KCMAX * 4 + 32 * CW - 1) / (32 * CW);
             float2 f[B];
             const int np = k / 2, n = (np - tid + 32 * CW - 1) / (32 * CW);
@@ -537,7 +624,36 @@ ATTN_NS = 5000
 STAMPED = ((16384, 10, 5),)  # the rings whose block 0 stamps its phases (template STAMP 1)
 PDS = (6, 12, 18)  # mode 3 on LL_RINGS[0] with the producer's L2 prefetch PD tiles ahead (13-38 MB in all)
 DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
-X_BYTES = 2 * 2 * 16 * (I // 8)  # x in shared memory: two buffers of two float4 planes
+X_BYTES = 2 * 2 * 16 * (I // 8) + 256  # x in shared memory: two buffers of two float4 planes; the folds' sums
+
+# mode 3 `fold`: Gemma 3's residual stream and its four (1 + w) RMSNorms around the GEMVs (what the step's folds do)
+OPW = 16  # int64 an op in the table (the kernel's OPW)
+
+
+def norm_weights(cupy, layers: int, seed: int = 7) -> list:
+    """Each layer's (input, post-attention, pre-feedforward, post-feedforward) RMSNorm weights, fp32 [H] (the
+    Gemma convention: the norm scales by 1 + w)."""
+    rng = np.random.default_rng(seed)
+    return [tuple(cupy.asarray((0.1 * rng.standard_normal(H)).astype(np.float32)) for _ in range(4))
+            for _ in range(layers)]
+
+
+def fold_reference(w: Weights, norms: list) -> np.ndarray:
+    """The last layer's down output with the folds, float64: h -> qkv on rms(h, w_in); o on qkv[:Q]; h1 = h +
+    rms(o, w_pa); gate|up on rms(h1, w_pre); down on gelu(gate) * up; the next h = h1 + rms(down, w_pf)."""
+    from vlmdecode.native.numpy_exec import gelu_tanh
+
+    def rms(v, g):
+        return v / np.sqrt(np.mean(v * v) + 1e-6) * (1.0 + g.get().astype(np.float64))
+
+    h = w.x0h.astype(np.float64)
+    for (wq, wo, wgu, wd), (g_in, g_pa, g_pre, g_pf) in zip(w.host, norms):
+        qkv = wq.astype(np.float64) @ rms(h, g_in)
+        h1 = h + rms(wo.astype(np.float64) @ qkv[:Q], g_pa)
+        gu = wgu.astype(np.float64) @ rms(h1, g_pre)
+        d = wd.astype(np.float64) @ (gelu_tanh(gu[:I]) * gu[I:])
+        h = h1 + rms(d, g_pf)
+    return d
 
 
 def phases(ring, st: np.ndarray, grid: int, cw: int) -> dict:
@@ -588,7 +704,7 @@ class Ring:
     qkv as it forms its x. `gu` caches the interleaved matrices between instances."""
 
     def __init__(self, cupy, w: Weights, stage: int, grid: int, cw: int, attn_ns: int = 0, gu: dict | None = None,
-                 ll: bool = False, whole_down: bool = False):
+                 ll: bool = False, whole_down: bool = False, norms: list | None = None):
         gu = {} if gu is None else gu
         down_tile = (1, I) if ll or whole_down else DOWN_TILE  # LL: one part (x polled as it is, never summed)
         nsl = I // down_tile[1]
@@ -622,6 +738,22 @@ class Ring:
             xin = last[x] if isinstance(x, str) else x
             table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k, tr, ks, parts, epi, 0])
             last[kind] = self.y[j]
+        table = [row + [0] * (OPW - len(row)) for row in table]
+        if norms is not None:  # mode 3's folds (`fold_reference`): qkv's and gate|up's inputs, block 0's residuals
+            assert ll and -(-(H // 2) // (32 * cw)) <= 2, "the folds are mode 3's, at <= 2 pairs a thread"
+            z = lambda: cupy.zeros(2 * H, cupy.uint32)  # noqa: E731 - a residual, LL
+            self.h0, self.h1, self.norms = [z() for _ in w.dev], [z() for _ in w.dev], norms
+            layer = -1
+            for kind, row in zip([p[0] for p in plan], table):
+                if kind == "qkv":
+                    layer += 1
+                    w_in = norms[layer][0]
+                    row[10:15] = ([2, self.x0ll.data.ptr, 0, w_in.data.ptr, self.h0[layer].data.ptr] if layer == 0
+                                  else [1, self.h1[layer - 1].data.ptr, norms[layer - 1][3].data.ptr, w_in.data.ptr,
+                                        self.h0[layer].data.ptr])
+                elif kind == "gate_up":
+                    row[10:15] = [1, self.h0[layer].data.ptr, norms[layer][1].data.ptr, norms[layer][2].data.ptr,
+                                  self.h1[layer].data.ptr]
         self.n_ops, self.kinds, self.table = len(plan), [p[0] for p in plan], table
         self.tiles = sorted({(kind, r[3], r[4], r[5], r[6]) for kind, r in zip(self.kinds, table) if r[0]})
         self.ops = cupy.asarray(np.array(table, dtype=np.int64))
@@ -631,7 +763,11 @@ class Ring:
         return (y[::2] if self.ll else y).astype(np.float64).reshape(-1, H).sum(0)
 
 
-def main() -> None:
+def setup():
+    """The probe's compiled kernels and step builders, shared by main() and fold_run(): a namespace of sms, res (the
+    results skeleton), stamps, label, ring_step, op_step and the kernels."""
+    from types import SimpleNamespace
+
     import cupy
     import h200_native as hn
 
@@ -680,7 +816,7 @@ def main() -> None:
         ll = int(ring.ll)
         out = [prep_launch(ring) if ll else partial(ring.done.fill, 0)]
         for j, row in enumerate(ring.table):
-            ptr = np.uint64(ring.ops.data.ptr + 80 * j)
+            ptr = np.uint64(ring.ops.data.ptr + 8 * OPW * j)
             if row[0] == 0:
                 out.append(K.Launch("attn", opspin[ll], (16, 1, 1), (32, 1, 1), (ptr, K.ptr(ring.epoch)), 0, 0,
                                     pdl=True))
@@ -690,6 +826,14 @@ def main() -> None:
                                     (ptr, K.ptr(ring.epoch)), X_BYTES, 0, pdl=True))
         return out
 
+    return SimpleNamespace(cupy=cupy, hn=hn, K=K, sms=sms, res=res, stamps=stamps, spin=spin, label=label,
+                           ring_step=ring_step, op_step=op_step)
+
+
+def main() -> None:
+    c = setup()
+    cupy, hn, K, sms, res, stamps, spin, label = c.cupy, c.hn, c.K, c.sms, c.res, c.stamps, c.spin, c.label
+    ring_step, op_step = c.ring_step, c.op_step
     variants = [(r, 0) for r in RINGS] + [(r, 3) for r in LL_RINGS]  # (ring, mode) of the checks and the A/B
     small = Weights(cupy, 2, seed=1)
     ref = small.reference()
@@ -769,5 +913,54 @@ def main() -> None:
     write("h200_ring_probe.json", res)
 
 
+def fold_run() -> None:
+    """`--fold`: mode 3 with the layer's folds (residual stream and Gemma's four (1 + w) RMSNorms, `fold_reference`)
+    on LL_RINGS[0], beside mode 3 without them and the step's GEMV launches (which fold their residual + norm too),
+    each with and without the attention stand-in; block 0's phases stamped. -> $OUT/h200_ring_probe_fold.json"""
+    c = setup()
+    cupy, hn, K, sms, res, stamps, label, ring_step = c.cupy, c.hn, c.K, c.sms, c.res, c.stamps, c.label, c.ring_step
+    lr = LL_RINGS[0]
+    small = Weights(cupy, 2, seed=1)
+    norms_small = norm_weights(cupy, 2)
+    ref = fold_reference(small, norms_small)
+    for attn in (0, ATTN_NS):
+        rg = Ring(cupy, small, lr[0], sms, lr[2], attn, ll=True, norms=norms_small)
+        hn.time_graph(ring_step(rg, lr, 3), reps=3, pdl=None)
+        res["check"][f"{label(lr)} mode 3 fold attn {attn}"] = float(np.abs(rg.out() - ref).max() / np.abs(ref).max())
+    print("max rel err vs float64:", res["check"], flush=True)
+    assert max(res["check"].values()) < 1e-4, res["check"]
+    del small, rg
+    w = Weights(cupy, 26)
+    norms = norm_weights(cupy, 26)
+    gemvs, keep = step_gemvs(cupy, K, w)
+    stand_in = lambda: K.Launch("attn", c.spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0, pdl=True)  # noqa
+    steps = {"step GEMV launches, PDL": gemvs,
+             f"step GEMV launches, PDL + attn {ATTN_NS}": [x for i, g in enumerate(gemvs)
+                                                          for x in ([g, stand_in()] if i % 4 == 0 else [g])]}
+    rings, gu = {}, {}  # alive to the end: the launches hold their pointers
+    for fold in (False, True):
+        for attn in (0, ATTN_NS):
+            rings[(fold, attn)] = rg = Ring(cupy, w, lr[0], sms, lr[2], attn, gu, ll=True,
+                                            norms=norms if fold else None)
+            steps[f"{label(lr)} mode 3" + (" fold" if fold else "") + (f" + attn {attn}" if attn else "")] = \
+                ring_step(rg, lr, 3)
+    times: dict = {nm: [] for nm in steps}
+    for _ in range(5):  # interleaved rounds
+        for nm, st in steps.items():
+            times[nm].append(hn.time_graph(st, reps=6, pdl=None) * len(st))  # ms a step
+    del keep
+    res["ms"] = {nm: round(float(np.median(t)), 4) for nm, t in times.items()}
+    res["stamped"] = {}
+    for (fold, attn), rg in rings.items():
+        stamps.fill(0)
+        hn.time_graph(ring_step(rg, lr, 3, 1), reps=1, pdl=None)
+        res["stamped"][f"{label(lr)} mode 3{' fold' if fold else ''} attn {attn}"] = phases(rg, stamps.get(), sms,
+                                                                                              lr[2])
+    print(json.dumps(res["stamped"]), flush=True)
+    for nm, t in sorted(res["ms"].items(), key=lambda kv: kv[1]):
+        print(f"{t:8.4f} ms  {nm}", flush=True)
+    write("h200_ring_probe_fold.json", res)
+
+
 if __name__ == "__main__":
-    main()
+    fold_run() if "--fold" in sys.argv[1:] else main()
