@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             bool pmore = PD > 0 && next_tile(ops, n_ops, pj, pt);
             auto prefetch = [&]() {
                 if (!pmore) return;
-                tile_pieces(ops + 10 * pj, pt, [](const unsigned char* a, const int len, int) {
+                tile_pieces(ops + OPW * pj, pt, [](const unsigned char* a, const int len, int) {
                     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(a), "r"(len) : "memory");
                 });
                 pmore = next_tile(ops, n_ops, pj, pt);
