@@ -46,8 +46,10 @@ __device__ __forceinline__ float consumers_sum(float v, float* red) {
 // ops: OPW int64 an op: W [rows, k] fp16 (0: an attention stand-in), x (fp32 [parts, k]: the input is the parts'
 // sum), y (fp32), rows, k, tile rows tr (<= RMAX), tile columns ks (a divisor of k), parts, epi (0: y[s, r] = row r's
 // dot over column slice s; 1: rows paired, gate 2i and up 2i + 1: y[i] = gelu_tanh(gate) * up), spin ns (stand-in);
-// MODE 3 only: fold (0: x as it is; 1: h = resid + rms(x) * (1 + w_delta), x -> rms(h) * (1 + w_norm); 2: h = resid,
-// x -> rms(h) * (1 + w_norm); block 0 stores h to resid_out, LL), resid, w_delta, w_norm (fp32 [k]), resid_out.
+// MODE 4 only (MODE 3 with the folds and the attention compiled in): fold (0: x as it is; 1: h = resid + rms(x) *
+// (1 + w_delta), x -> rms(h) * (1 + w_norm); 2: h = resid, x -> rms(h) * (1 + w_norm); block 0 stores h to resid_out,
+// LL), resid, w_delta, w_norm (fp32 [k]), resid_out; attention ops (W 0): [11] K, [12] V cache, [15] kind (1 its
+// partials, 2 its combine), rows its context L, k its blocks.
 #define OPW 16
 // Op j's tiles t = g * (k / ks) + s (rows g * tr .., columns s * ks ..); a block takes t = block, block + grid, ..;
 // a stand-in has 16 tiles of no weights. done[j]: op j's tiles done (each warp adds its own, release).
@@ -153,6 +155,169 @@ __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
+// B LL lines, line i at addr(i) (i < n), polled until each carries epoch e; f[i] = its two floats
+template <int B, typename F>
+__device__ __forceinline__ void ll_gather(F addr, const int n, const unsigned e, float2 (&f)[B]) {
+    uint4 v[B];
+#pragma unroll
+    for (int i = 0; i < B; ++i)
+        if (i < n) v[i] = ld_volatile4(addr(i));
+    for (bool ok = false; !ok;) {
+        ok = true;
+#pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (i < n && (v[i].y != e || v[i].w != e)) {
+                ok = false;
+                v[i] = ld_volatile4(addr(i));
+            }
+    }
+#pragma unroll
+    for (int i = 0; i < B; ++i) f[i] = make_float2(__uint_as_float(v[i].x), __uint_as_float(v[i].z));
+}
+
+__device__ __forceinline__ void st_ll2(unsigned* line, const float a, const float b, const unsigned e) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(line), "r"(__float_as_uint(a)), "r"(e), "r"(__float_as_uint(b)), "r"(e) : "memory");
+}
+
+// MODE 4's attention (`--attn`): gemma3-1b's decode attention, 4 query heads on one KV head of 256, the cache's rows
+// [0, L - 1) in fp16 and the current row L - 1 from qkv (no q/k norm or rotary here). Split over 16 blocks (op kind
+// 1): block b takes rows [b L/16, (b + 1) L/16), and stores its partial (m[4], l[4], acc[4][256]: ATTN_PART floats,
+// LL) ; then 4 blocks (op kind 2) combine one head each into o's input [4 x 256] (LL). scratch: shared memory.
+#define ATTN_PART 1032
+template <int CW>
+__device__ void attn_partial(const long long* o, const unsigned e, float* scratch) {
+    const int L = (int)o[3], nk = L / 16, k0 = (int)blockIdx.x * nk;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const __half* Kc = reinterpret_cast<const __half*>(o[11]);
+    const __half* Vc = reinterpret_cast<const __half*>(o[12]);
+    float* qs = scratch;         // q [4][256], then the current k [256] and v [256]
+    float* sc = scratch + 1536;  // [4][nk]: scores, then exp(score - m)
+    float* st = sc + 4 * nk;     // the partial, staged for its LL store
+    {
+        constexpr int B = (768 + 32 * CW - 1) / (32 * CW);
+        float2 f[B];
+        const int n = (768 - tid + 32 * CW - 1) / (32 * CW);
+        const uint4* src = reinterpret_cast<const uint4*>(o[1]);
+        ll_gather<B>([&](int i) { return src + tid + 32 * CW * i; }, n, e, f);
+#pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (i < n) {
+                const int q = tid + 32 * CW * i;
+                qs[2 * q] = f[i].x;
+                qs[2 * q + 1] = f[i].y;
+            }
+    }
+    consumers_sync<CW>();
+    for (int kk = warp; kk < nk; kk += CW) {  // a row a warp: lane l holds dims 8l .. 8l + 7
+        const int pos = k0 + kk;
+        float kv[8];
+        if (pos == L - 1) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) kv[i] = qs[1024 + 8 * lane + i];
+        } else {
+            const uint4 w = __ldcs(reinterpret_cast<const uint4*>(Kc + (size_t)pos * 256) + lane);
+            const __half2* h2 = reinterpret_cast<const __half2*>(&w);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float2 f = __half22float2(h2[i]);
+                kv[2 * i] = f.x;
+                kv[2 * i + 1] = f.y;
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s = fmaf(kv[i], qs[256 * h + 8 * lane + i], s);
+            s = warp_sum(s);
+            if (lane == 0) sc[h * nk + kk] = s * 0.0625f;  // 256 ** -0.5
+        }
+    }
+    consumers_sync<CW>();
+    if (warp < 4) {  // head `warp`: m, exp(s - m), l
+        float m = __int_as_float(0xff800000);
+        for (int kk = lane; kk < nk; kk += 32) m = fmaxf(m, sc[warp * nk + kk]);
+        m = warp_max(m);
+        float l = 0.f;
+        for (int kk = lane; kk < nk; kk += 32) {
+            const float p = __expf(sc[warp * nk + kk] - m);
+            sc[warp * nk + kk] = p;
+            l += p;
+        }
+        l = warp_sum(l);
+        if (lane == 0) {
+            st[warp] = m;
+            st[4 + warp] = l;
+        }
+    }
+    consumers_sync<CW>();
+    for (int d = tid; d < 256; d += 32 * CW) {  // one dim a thread, every head
+        float a[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+        for (int kk = 0; kk < nk; ++kk) {
+            const int pos = k0 + kk;
+            const float v = pos == L - 1 ? qs[1280 + d] : __half2float(Vc[(size_t)pos * 256 + d]);
+#pragma unroll
+            for (int h = 0; h < 4; ++h) a[h] = fmaf(sc[h * nk + kk], v, a[h]);
+        }
+#pragma unroll
+        for (int h = 0; h < 4; ++h) st[8 + 256 * h + d] = a[h];
+    }
+    consumers_sync<CW>();
+    unsigned* out = reinterpret_cast<unsigned*>(o[2]) + (size_t)blockIdx.x * ATTN_PART * 2;
+    for (int q = tid; q < ATTN_PART / 2; q += 32 * CW) st_ll2(out + 4 * q, st[2 * q], st[2 * q + 1], e);
+}
+
+template <int CW>
+__device__ void attn_combine(const long long* o, const unsigned e, float* scratch) {
+    const int h = (int)blockIdx.x, tid = threadIdx.x;
+    const uint4* parts = reinterpret_cast<const uint4*>(o[1]);  // [16][ATTN_PART / 2 lines]
+    float* ml = scratch;        // m[16], l[16]
+    float* acc = scratch + 32;  // [16][256]
+    if (tid < 16) {
+        float2 f[2];
+        const uint4* part = parts + tid * (ATTN_PART / 2);
+        ll_gather<2>([&](int i) { return part + (i ? 2 : 0) + (h >> 1); }, 2, e, f);
+        ml[tid] = (h & 1) ? f[0].y : f[0].x;
+        ml[16 + tid] = (h & 1) ? f[1].y : f[1].x;
+    }
+    {
+        constexpr int NP = 16 * 128, B = (NP + 32 * CW - 1) / (32 * CW);
+        float2 f[B];
+        const int n = (NP - tid + 32 * CW - 1) / (32 * CW);
+        ll_gather<B>([&](int i) {
+            const int idx = tid + 32 * CW * i;
+            return parts + (idx >> 7) * (ATTN_PART / 2) + 4 + 128 * h + (idx & 127);
+        }, n, e, f);
+#pragma unroll
+        for (int i = 0; i < B; ++i)
+            if (i < n) {
+                const int idx = tid + 32 * CW * i;
+                acc[(idx >> 7) * 256 + 2 * (idx & 127)] = f[i].x;
+                acc[(idx >> 7) * 256 + 2 * (idx & 127) + 1] = f[i].y;
+            }
+    }
+    consumers_sync<CW>();
+    float M = __int_as_float(0xff800000);
+#pragma unroll
+    for (int p = 0; p < 16; ++p) M = fmaxf(M, ml[p]);
+    float Ls = 0.f;
+#pragma unroll
+    for (int p = 0; p < 16; ++p) Ls += __expf(ml[p] - M) * ml[16 + p];
+    unsigned* out = reinterpret_cast<unsigned*>(o[2]) + (size_t)h * 256 * 2;
+    for (int r = tid; r < 128; r += 32 * CW) {
+        float a = 0.f, b = 0.f;
+#pragma unroll
+        for (int p = 0; p < 16; ++p) {
+            const float w = __expf(ml[p] - M);
+            a = fmaf(w, acc[p * 256 + 2 * r], a);
+            b = fmaf(w, acc[p * 256 + 2 * r + 1], b);
+        }
+        st_ll2(out + 4 * r, a / Ls, b / Ls, e);
+    }
+}
+
 // (op j, tile t) -> the block's next tile in consumption order (t += grid, then the next op's first; stand-ins and
 // ops with no tile for this block skipped); false past the last op
 __device__ __forceinline__ bool next_tile(const long long* ops, const int n_ops, int& j, int& t) {
@@ -237,20 +402,26 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
     // an op's end: each adds its tiles to the op's counter as it finishes them.
     unsigned base = 0;  // the block's tile count before op j: the ring sequence number of its first tile
     int prev_ntiles = 0;
-    const unsigned e = MODE == 3 ? *epoch : 0u;  // MODE 3: this step's epoch (set by the kernel before)
+    const unsigned e = MODE >= 3 ? *epoch : 0u;  // MODE 3, 4: this step's epoch (set by the kernel before)
     for (int j = 0; j < n_ops; ++j) {
         const long long* o = ops + OPW * j;
         const bool spin = o[0] == 0;
         const int rows = (int)o[3], k = (int)o[4], tr = (int)o[5], ks = (int)o[6], parts = (int)o[7];
         const int epi = (int)o[8], nsl = spin ? 1 : k / ks;
-        const int ntiles = spin ? 16 : (rows + tr - 1) / tr * nsl;
+        const int ntiles = spin ? (k > 0 ? k : 16) : (rows + tr - 1) / tr * nsl;  // (attention: k its blocks)
         if (MODE == 0 && j > 0 && tid == 0)  // every tile of op j - 1 done
             while ((int)ld_acquire(done + j - 1) < prev_ntiles) {}
         consumers_sync<CW>();  // (also: every warp of this block past op j - 2, whose x buffer op j takes)
         if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j] = gtimer();
         prev_ntiles = ntiles;
         if ((int)blockIdx.x >= ntiles) continue;
-        if (spin && MODE == 3) {  // block b: qkv's pairs 32b .. 32b + 31 in, the wait, out (o's input, LL)
+        if (spin && MODE == 4 && o[15]) {  // the attention's partials (1) or its combine (2), --attn
+            if (o[15] == 1) attn_partial<CW>(o, e, reinterpret_cast<float*>(xbuf));
+            else attn_combine<CW>(o, e, reinterpret_cast<float*>(xbuf));
+            if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j + 2] = gtimer();
+            continue;
+        }
+        if (spin && MODE >= 3) {  // block b: qkv's pairs 32b .. 32b + 31 in, the wait, out (o's input, LL)
             float2 f[1];
             if (tid < 32) ll_pairs<1>(reinterpret_cast<const uint4*>(o[1]), 32 * blockIdx.x + tid, 0, 1, e, f);
             consumers_sync<CW>();
@@ -282,7 +453,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
         float4* xa = xbuf + (j & 1) * 2 * KCMAX;
         float4* xb = xa + KCMAX;
         const int mine = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-        if (MODE == 3 && o[10]) {  // a fold (k <= 2 pairs a thread): delta and residual polled together
+        if (MODE == 4 && o[10]) {  // a fold (k <= 2 pairs a thread): delta and residual polled together
             const int fold = (int)o[10], np = k / 2, n = min(2, (np - tid + 32 * CW - 1) / (32 * CW));
             const float* wd = reinterpret_cast<const float*>(o[12]);
             const float* wn = reinterpret_cast<const float*>(o[13]);
@@ -324,7 +495,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
                 }
             }
             consumers_sync<CW>();
-        } else if (MODE == 3) {  // x's pairs polled in (parts 1), then stored in the planes
+        } else if (MODE >= 3) {  // x's pairs polled in (parts 1), then stored in the planes
             constexpr int B = (KCMAX * 4 + 32 * CW - 1) / (32 * CW);
             float2 f[B];
             const int np = k / 2, n = (np - tid + 32 * CW - 1) / (32 * CW);
@@ -411,7 +582,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             for (int off = 16; off > 0; off >>= 1)
 #pragma unroll
                 for (int r = 0; r < RMAX; ++r) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-            if (MODE == 3) {
+            if (MODE >= 3) {
 #pragma unroll
                 for (int r = 0; r < RMAX; ++r) {
                     if (epi == 0 && lane == r && r < nr) st_ll(y + 2 * ((size_t)s * rows + r0 + r), acc[r], e);
@@ -430,7 +601,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             if (STAMP && blockIdx.x == 0 && lane == 0 && seq < 2048) stamps[TS + 3 * seq + 2] = gtimer();
         }
         base += mine;
-        if (my && MODE != 3) {  // this warp's outputs stored (warp-ordered), then counted
+        if (my && MODE < 3) {  // this warp's outputs stored (warp-ordered), then counted
             __syncwarp();
             if (lane == 0) red_release(done + j, my);
         }
