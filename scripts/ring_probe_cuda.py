@@ -236,7 +236,7 @@ __device__ void attn_partial(const long long* o, const unsigned e, float* scratc
     }
     consumers_sync<CW>();
     if (warp < 4) {  // head `warp`: m, exp(s - m), l
-        float m = __int_as_float(0xff800000);
+        float m = -INF_F;
         for (int kk = lane; kk < nk; kk += 32) m = fmaxf(m, sc[warp * nk + kk]);
         m = warp_max(m);
         float l = 0.f;
@@ -299,7 +299,7 @@ __device__ void attn_combine(const long long* o, const unsigned e, float* scratc
             }
     }
     consumers_sync<CW>();
-    float M = __int_as_float(0xff800000);
+    float M = -INF_F;
 #pragma unroll
     for (int p = 0; p < 16; ++p) M = fmaxf(M, ml[p]);
     float Ls = 0.f;
