@@ -76,13 +76,12 @@ ATTN_PART = 1032  # floats of one block's attention partial: m[4], l[4], acc[4][
 DOWN_TILE = (4, I // 4)  # down's tile: 4 rows x a quarter of k (4 copies of 3456 bytes), partials [4, H]
 X_BYTES = 2 * 2 * 16 * (I // 8) + 256  # x in shared memory: two buffers of two float4 planes; the folds' sums
 
-# mode 3 `fold`: Gemma 3's residual stream and its four (1 + w) RMSNorms around the GEMVs (what the step's folds do)
 OPW = 16  # int64 an op in the table (the kernel's OPW)
 
 
 def norm_weights(cupy, layers: int, seed: int = 7) -> list:
-    """Each layer's (input, post-attention, pre-feedforward, post-feedforward) RMSNorm weights, fp32 [H] (the
-    Gemma convention: the norm scales by 1 + w)."""
+    """Mode 4's folds, Gemma 3's residual stream and its four RMSNorms around the GEMVs: each layer's (input,
+    post-attention, pre-feedforward, post-feedforward) norm weights, fp32 [H] (the norm scales by 1 + w)."""
     rng = np.random.default_rng(seed)
     return [tuple(cupy.asarray((0.1 * rng.standard_normal(H)).astype(np.float32)) for _ in range(4))
             for _ in range(layers)]
@@ -222,8 +221,8 @@ class Ring:
             table.append([W.data.ptr, xin.data.ptr, self.y[j].data.ptr, rows, k, tr, ks, parts, epi, 0])
             last[kind] = self.y[j]
         table = [row + [0] * (OPW - len(row)) for row in table]
-        if norms is not None:  # mode 3's folds (`fold_reference`): qkv's and gate|up's inputs, block 0's residuals
-            assert ll and -(-(H // 2) // (32 * cw)) <= 2, "the folds are mode 3's, at <= 2 pairs a thread"
+        if norms is not None:  # mode 4's folds (`fold_reference`): qkv's and gate|up's inputs, block 0's residuals
+            assert ll and -(-(H // 2) // (32 * cw)) <= 2, "the folds are mode 4's (LL), at <= 2 pairs a thread"
             z = lambda: cupy.zeros(2 * H, cupy.uint32)  # noqa: E731 - a residual, LL
             self.h0, self.h1, self.norms = [z() for _ in w.dev], [z() for _ in w.dev], norms
             layer = -1
@@ -307,13 +306,23 @@ def setup():
                                     (ptr, K.ptr(ring.epoch)), X_BYTES, 0, pdl=True))
         return out
 
-    return SimpleNamespace(cupy=cupy, hn=hn, K=K, sms=sms, res=res, stamps=stamps, spin=spin, label=label,
-                           ring_step=ring_step, op_step=op_step)
+    def step_launches(w: Weights):
+        """The decode step's own GEMV launches over `w` (PDL), alone and with the attention stand-in after each
+        qkv: {name: launches}, and the buffers they use (kept alive by the caller)."""
+        gemvs, keep = step_gemvs(cupy, K, w)
+        stand_in = lambda: K.Launch("attn", spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0,  # noqa: E731
+                                    pdl=True)
+        return {"step GEMV launches, PDL": gemvs,
+                f"step GEMV launches, PDL + attn {ATTN_NS}": [x for i, g in enumerate(gemvs)
+                                                              for x in ([g, stand_in()] if i % 4 == 0 else [g])]}, keep
+
+    return SimpleNamespace(cupy=cupy, hn=hn, sms=sms, res=res, stamps=stamps, label=label,
+                           ring_step=ring_step, op_step=op_step, step_launches=step_launches)
 
 
 def main() -> None:
     c = setup()
-    cupy, hn, K, sms, res, stamps, spin, label = c.cupy, c.hn, c.K, c.sms, c.res, c.stamps, c.spin, c.label
+    cupy, hn, sms, res, stamps, label = c.cupy, c.hn, c.sms, c.res, c.stamps, c.label
     ring_step, op_step = c.ring_step, c.op_step
     variants = [(r, 0) for r in RINGS] + [(r, 3) for r in LL_RINGS]  # (ring, mode) of the checks and the A/B
     small = Weights(cupy, 2, seed=1)
@@ -328,30 +337,19 @@ def main() -> None:
                 hn.time_graph(ring_step(rg, r, m, 0, pd), reps=3, pdl=None)
                 res["check"][f"{label(r)} mode 3 pd {pd} attn {attn}"] = float(
                     np.abs(rg.out() - ref).max() / np.abs(ref).max())
-        for ll in (False, True):  # the per-op launches over the same plan (one part), after the first ring only
-            if r != RINGS[0] or m:
-                continue
-            for attn in (0, ATTN_NS):
-                rg = Ring(cupy, small, r[0], sms, r[2], attn, gu_small, ll=ll, whole_down=True)
-                try:
-                    hn.time_graph(op_step(rg), reps=3, pdl=None)
-                except RuntimeError as err:  # the launch's parameters, for the record
-                    bad = [(la.grid, la.block, la.shared, [type(a).__name__ for a in la.args], int(la.fn.num_regs))
-                           for la in op_step(rg) if isinstance(la, K.Launch)]
-                    print("per-op launch failed:", err, sorted(set(map(str, bad))), flush=True)
-                    raise
-                res["check"][f"per-op {'LL' if ll else 'wait'} attn {attn}"] = float(
-                    np.abs(rg.out() - ref).max() / np.abs(ref).max())
+    for ll in (False, True):  # the per-op launches over the same plan (down in whole rows)
+        for attn in (0, ATTN_NS):
+            rg = Ring(cupy, small, 16384, sms, 8, attn, gu_small, ll=ll, whole_down=True)
+            hn.time_graph(op_step(rg), reps=3, pdl=None)
+            res["check"][f"per-op {'LL' if ll else 'wait'} attn {attn}"] = float(
+                np.abs(rg.out() - ref).max() / np.abs(ref).max())
     print("max rel err vs float64:", res["check"], flush=True)
     del small, rg, gu_small
     w = Weights(cupy, 26)
     res["weight_bytes"] = w.nbytes
     steps = {"plain read, one launch a matrix": plain_reads(cupy, w, sms)}
-    gemvs, keep = step_gemvs(cupy, K, w)
-    steps["step GEMV launches, PDL"] = gemvs
-    stand_in = lambda: K.Launch("attn", spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0, pdl=True)  # noqa
-    steps[f"step GEMV launches, PDL + attn {ATTN_NS}"] = [x for i, g in enumerate(gemvs)
-                                                          for x in ([g, stand_in()] if i % 4 == 0 else [g])]
+    step_steps, keep = c.step_launches(w)
+    steps.update(step_steps)
     rings, gu = {}, {}  # alive to the end: the launches hold their pointers
     for r, m in variants:
         for attn in (0, ATTN_NS):
@@ -401,7 +399,7 @@ def layer_run(real_attention: bool) -> None:
     the attention itself over a context of CTX (`kv_caches`; no stand-in). Checked against float64 first; block 0's
     phases stamped. -> $OUT/h200_ring_probe_fold.json or h200_ring_probe_attn.json"""
     c = setup()
-    cupy, hn, K, sms, res, stamps, label, ring_step = c.cupy, c.hn, c.K, c.sms, c.res, c.stamps, c.label, c.ring_step
+    cupy, hn, sms, res, stamps, label, ring_step = c.cupy, c.hn, c.sms, c.res, c.stamps, c.label, c.ring_step
     lr = LL_RINGS[0]
     small = Weights(cupy, 2, seed=1)
     norms_small, kv_small = norm_weights(cupy, 2), kv_caches(cupy, 2, CTX)
@@ -418,11 +416,7 @@ def layer_run(real_attention: bool) -> None:
     w = Weights(cupy, 26)
     norms = norm_weights(cupy, 26)
     kv = kv_caches(cupy, 26, CTX) if real_attention else None
-    gemvs, keep = step_gemvs(cupy, K, w)
-    stand_in = lambda: K.Launch("attn", c.spin, (16, 1, 1), (32, 1, 1), (np.uint64(ATTN_NS),), 0, 0, pdl=True)  # noqa
-    steps = {"step GEMV launches, PDL": gemvs,
-             f"step GEMV launches, PDL + attn {ATTN_NS}": [x for i, g in enumerate(gemvs)
-                                                          for x in ([g, stand_in()] if i % 4 == 0 else [g])]}
+    steps, keep = c.step_launches(w)
     rings, gu = {}, {}  # alive to the end: the launches hold their pointers
     variants = [(m, attn, None) for m in (3, 4) for attn in (0, ATTN_NS)] + ([(4, 0, kv)] if real_attention else [])
     for m, attn, cache in variants:

@@ -1,7 +1,8 @@
 """The CUDA source of scripts/h200_ring_probe.py (one RawModule): the persistent ring kernel `ring<STAGE, NS, CW, MODE,
-STAMP, PD>` (a cp.async.bulk producer warp, CW consumer warps; modes 0-3 as the probe's docstring says), the per-op
-GEMV `opk<LL>` and its stand-in `opspin<LL>`, the LL helpers (ld_volatile4, st_ll, ll_pairs, ll_parts, ll_two),
-`ll_prep` and the step launches' stand-in `spin16`. What each kernel computes and why is in its comments; the probe
+STAMP, PD>` (a cp.async.bulk producer warp, CW consumer warps; modes 0-4 as the probe's docstring says; mode 4's
+folds and its attention, attn_partial / attn_combine), the per-op GEMV `opk<LL>` and its stand-in `opspin<LL>`, the
+LL helpers (ld_volatile4, st_ll, st_ll2, ll_gather, ll_pairs, ll_two), `ll_prep` and the step launches' stand-in
+`spin16`. What each kernel computes and why is in its comments; the probe
 builds the op tables they read (OPW int64 an op)."""
 
 from __future__ import annotations
@@ -103,26 +104,38 @@ __device__ __forceinline__ uint4 ld_volatile4(const void* p) {
 __device__ __forceinline__ void st_ll(void* p, const float v, const unsigned e) {
     asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(__float_as_uint(v)), "r"(e) : "memory");
 }
-// pairs q = base + i * step (i < n) of an LL vector (2 floats a 16-byte line) into f, polled until every line
-// carries epoch e: every line's load in flight at once, only the stale ones reloaded
-template <int B>
-__device__ __forceinline__ void ll_pairs(const uint4* src, const int q0, const int step, const int n, const unsigned e,
-                                         float2 (&f)[B]) {
+// one LL line: two floats, each with epoch e beside it
+__device__ __forceinline__ void st_ll2(unsigned* line, const float a, const float b, const unsigned e) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(line), "r"(__float_as_uint(a)), "r"(e), "r"(__float_as_uint(b)), "r"(e) : "memory");
+}
+
+// B LL lines, line i at addr(i) (i < n), polled until each carries epoch e; f[i] = its two floats
+template <int B, typename F>
+__device__ __forceinline__ void ll_gather(F addr, const int n, const unsigned e, float2 (&f)[B]) {
     uint4 v[B];
 #pragma unroll
     for (int i = 0; i < B; ++i)
-        if (i < n) v[i] = ld_volatile4(src + q0 + i * step);
+        if (i < n) v[i] = ld_volatile4(addr(i));
     for (bool ok = false; !ok;) {
         ok = true;
 #pragma unroll
         for (int i = 0; i < B; ++i)
             if (i < n && (v[i].y != e || v[i].w != e)) {
                 ok = false;
-                v[i] = ld_volatile4(src + q0 + i * step);
+                v[i] = ld_volatile4(addr(i));
             }
     }
 #pragma unroll
     for (int i = 0; i < B; ++i) f[i] = make_float2(__uint_as_float(v[i].x), __uint_as_float(v[i].z));
+}
+
+// pairs q = q0 + i * step (i < n) of an LL vector (2 floats a 16-byte line) into f, polled until every line
+// carries epoch e
+template <int B>
+__device__ __forceinline__ void ll_pairs(const uint4* src, const int q0, const int step, const int n, const unsigned e,
+                                         float2 (&f)[B]) {
+    ll_gather<B>([&](int i) { return src + q0 + i * step; }, n, e, f);
 }
 
 // two LL vectors' pairs q0 + i * step (i < n) polled together (a null: zeros)
@@ -155,30 +168,6 @@ __device__ __forceinline__ void red_release(unsigned* p, const unsigned v) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
-// B LL lines, line i at addr(i) (i < n), polled until each carries epoch e; f[i] = its two floats
-template <int B, typename F>
-__device__ __forceinline__ void ll_gather(F addr, const int n, const unsigned e, float2 (&f)[B]) {
-    uint4 v[B];
-#pragma unroll
-    for (int i = 0; i < B; ++i)
-        if (i < n) v[i] = ld_volatile4(addr(i));
-    for (bool ok = false; !ok;) {
-        ok = true;
-#pragma unroll
-        for (int i = 0; i < B; ++i)
-            if (i < n && (v[i].y != e || v[i].w != e)) {
-                ok = false;
-                v[i] = ld_volatile4(addr(i));
-            }
-    }
-#pragma unroll
-    for (int i = 0; i < B; ++i) f[i] = make_float2(__uint_as_float(v[i].x), __uint_as_float(v[i].z));
-}
-
-__device__ __forceinline__ void st_ll2(unsigned* line, const float a, const float b, const unsigned e) {
-    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(line), "r"(__float_as_uint(a)), "r"(e), "r"(__float_as_uint(b)), "r"(e) : "memory");
-}
 
 // MODE 4's attention (`--attn`): gemma3-1b's decode attention, 4 query heads on one KV head of 256, the cache's rows
 // [0, L - 1) in fp16 and the current row L - 1 from qkv (no q/k norm or rotary here). Split over 16 blocks (op kind
@@ -432,9 +421,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
             consumers_sync<CW>();
             if (tid < 32) {
                 unsigned* out = reinterpret_cast<unsigned*>(o[2]) + 4 * (32 * blockIdx.x + tid);
-                asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
-                             :: "l"(out), "r"(__float_as_uint(f[0].x)), "r"(e), "r"(__float_as_uint(f[0].y)), "r"(e)
-                             : "memory");
+                st_ll2(out, f[0].x, f[0].y, e);
             }
             if (STAMP && blockIdx.x == 0 && tid == 0) stamps[3 * j + 2] = gtimer();
             continue;
@@ -489,9 +476,7 @@ __global__ void __launch_bounds__(352, 1) ring(const long long* __restrict__ ops
                     const float2 v = make_float2(h[i].x * sc * (1.f + wn[2 * q]), h[i].y * sc * (1.f + wn[2 * q + 1]));
                     *reinterpret_cast<float2*>((w < 4 ? fa + 4 * c + w : fb + 4 * c + w - 4)) = v;
                     if (blockIdx.x == 0)
-                        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
-                                     :: "l"(hout + 4 * q), "r"(__float_as_uint(h[i].x)), "r"(e),
-                                     "r"(__float_as_uint(h[i].y)), "r"(e) : "memory");
+                        st_ll2(hout + 4 * q, h[i].x, h[i].y, e);
                 }
             }
             consumers_sync<CW>();
@@ -710,9 +695,7 @@ __global__ void opspin(const long long* __restrict__ o, const unsigned* epoch) {
     __syncwarp();
     if (LL) {
         unsigned* out = reinterpret_cast<unsigned*>(o[2]) + 4 * (32 * blockIdx.x + threadIdx.x);
-        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(out), "r"(__float_as_uint(f[0].x)), "r"(e), "r"(__float_as_uint(f[0].y)), "r"(e)
-                     : "memory");
+        st_ll2(out, f[0].x, f[0].y, e);
     }
 }
 
