@@ -80,12 +80,7 @@ def gemv(name, grid, a):
     total = 2 * n_rows if epi == 1 else n_rows
     Wm = view(W, F16, total * ld).reshape(total, ld).astype(np.float64)
     if int(norm_w):
-        r = view(src, F32, k).astype(np.float64) if int(src) else view(x_in, F16, k) * float(x_scale)
-        if int(delta):
-            r = r + rms(view(delta, F32, dparts * k).reshape(dparts, k).sum(0), view(delta_w, F32, k), float(eps))
-        if int(resid_out):
-            view(resid_out, F32, k)[:] = r
-        out = [Wm @ rms(r, view(norm_w, F32, k), float(eps))]
+        out = [Wm @ fold(k, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps)]
     else:
         v = view(src, F32, k * splits).astype(np.float64)
         out = [Wm[:, s * k:(s + 1) * k] @ v[s * k:(s + 1) * k] for s in range(splits)]
@@ -96,8 +91,57 @@ def gemv(name, grid, a):
     else:
         x = out[0] if float(softcap) <= 0 else float(softcap) * np.tanh(out[0] / float(softcap))
         view(logits, F16, n_rows)[:] = x.astype(F16)
-        ns = int(view(n_suppress, I32, 1)[0]) if int(n_suppress) else 0
-        partials(x.astype(F16), grid[0], part_v, part_i, view(suppress, I64, ns) if ns else ())
+        partials(x.astype(F16), grid[0], part_v, part_i, _suppressed(suppress, n_suppress))
+
+
+def fold(k, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps):
+    """form_vector's folded input vector (float64): residual (+ RMSNorm'd delta parts), stored if asked, RMSNorm'd."""
+    r = view(src, F32, k).astype(np.float64) if int(src) else view(x_in, F16, k) * float(x_scale)
+    if int(delta):
+        r = r + rms(view(delta, F32, int(dparts) * k).reshape(int(dparts), k).sum(0), view(delta_w, F32, k), float(eps))
+    if int(resid_out):
+        view(resid_out, F32, k)[:] = r
+    return rms(r, view(norm_w, F32, k), float(eps))
+
+
+def _suppressed(suppress, n_suppress):
+    ns = int(view(n_suppress, I32, 1)[0]) if int(n_suppress) else 0
+    return view(suppress, I64, ns) if ns else ()
+
+
+def head_bound(name, grid, a):
+    """The bounded head's first pass (native.bounded_head): the vector, each row's upper bound, the largest lower
+    bound over the ids not suppressed in block 0's slot (the other blocks' -inf)."""
+    Q, sc, n_rows, k_len, src, delta, dparts, delta_w, norm_w, eps, xvec, upper, low, suppress, n_suppress = a
+    V, k = int(n_rows), int(k_len)
+    x = fold(k, src, 0, 1.0, delta, dparts, delta_w, 0, norm_w, eps)
+    view(xvec, F32, k)[:] = x
+    from vlmdecode.native.bounded_head import column_order
+
+    q = view(Q, np.uint8, V * k).reshape(V, k)[:, np.argsort(column_order(k))].astype(np.float64) - 128
+    s = view(sc, F32, 2 * V).reshape(V, 2).astype(np.float64)
+    est, e = s[:, 0] * (q @ x), s[:, 1] * np.sqrt(x @ x) * 1.001
+    view(upper, F32, V)[:] = est + e
+    lows = est - e
+    lows[np.asarray(_suppressed(suppress, n_suppress), np.int64)] = -np.inf
+    lo = view(low, F32, grid[0])
+    lo[:] = -np.inf
+    lo[0] = np.nanmax(lows)
+
+
+def head_pick(name, grid, a):
+    """The bounded head's second pass: the candidates' exact fp16 logits, picked into block 0's partial."""
+    W, n_rows, ld, k_len, xvec, upper, low, n_low, softcap, part_v, part_i, suppress, n_suppress = a
+    V, ld, k, cap = int(n_rows), int(ld), int(k_len), float(softcap)
+    g = (lambda z: cap * np.tanh(z / cap)) if cap > 0 else (lambda z: z)
+    gt = g(float(np.max(view(low, F32, int(n_low)))))
+    cand = ~(g(view(upper, F32, V).astype(np.float64)) < gt - (abs(gt) / 256 + 1e-6))
+    sup = np.asarray(_suppressed(suppress, n_suppress), np.int64)
+    cand[sup] = False
+    Wm = view(W, F16, V * ld).reshape(V, ld)[:, :k].astype(np.float64)
+    h16 = np.full(V, -np.inf, F16)
+    h16[cand] = g(Wm[cand] @ view(xvec, F32, k).astype(np.float64)).astype(F16)
+    partials(h16, grid[0], part_v, part_i, sup)
 
 
 def partials(h16, nb, part_v, part_i, suppress=()):
@@ -167,7 +211,8 @@ def advance(name, grid, a):
         tt[0] += 1
 
 
-KERNELS = {"gemv": gemv, "attention": attention, "advance": advance, "argmax_partial": argmax_partial}
+KERNELS = {"gemv": gemv, "attention": attention, "advance": advance, "argmax_partial": argmax_partial,
+           "head_bound": head_bound, "head_pick": head_pick}
 
 
 # ---- the module -------------------------------------------------------------------------------------

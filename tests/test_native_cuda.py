@@ -22,6 +22,7 @@ cupy, ort = require_cuda()
 
 import vlmdecode  # noqa: E402
 from vlmdecode.fixture import build_fixture, preset  # noqa: E402
+from vlmdecode.native import bounded_head as BH  # noqa: E402
 from vlmdecode.native import kernels as K  # noqa: E402
 from vlmdecode.native.plan import PlanError  # noqa: E402
 from vlmdecode.processor import demo_image  # noqa: E402
@@ -182,6 +183,66 @@ def test_lm_head_ties_and_non_finite():
     W[123] = 0
     W[9] = 60000  # overflows fp16: +inf logit
     assert _head(V, H, W, resid)[1] == -1
+
+
+def _bounded(V, H, W, resid, softcap=None, suppress=()):
+    """The bounded head's two launches (native.bounded_head) + advance: (token, the winner's value, candidates)."""
+    nv = K.loads_per_lane(H)
+    fns = K.compile_module(set(), set(), (), BH.names(H, nv))
+    Wd = cupy.asarray(W)
+    table = BH.quantise(Wd)
+    part_v, part_i = poisoned(K.HEAD_MAX_BLOCKS), cupy.full(K.HEAD_MAX_BLOCKS, -5, cupy.int64)
+    xvec, upper, low = poisoned(H), poisoned(V), poisoned(K.HEAD_MAX_BLOCKS)
+    sup = cupy.asarray(list(suppress) + [0], cupy.int64)
+    bound, pick = BH.launches(fns, table, Wd, V, H, nv, 256, src=cupy.asarray(resid), delta=None, delta_parts=1,
+                              delta_w=None, norm_w=cupy.ones(H, cupy.float32), eps=1e-6, softcap=softcap, xvec=xvec,
+                              upper=upper, low=low, part_v=part_v, part_i=part_i, suppress=sup,
+                              n_suppress=cupy.asarray([len(suppress)], cupy.int32))
+    bound()
+    pick()
+    nb = pick.grid[0]
+    ring, n, pos, t = (cupy.zeros(1, cupy.int64) for _ in range(4))
+    K.advance(fns, part_v, part_i, nb, table=None, hidden=0, x_out=None, ring=ring, n_dev=n, pos=pos, t_dev=t)()
+    assert not np.isnan(upper.get()).any() or not np.isfinite(W).all(), "head_bound left a row's bound unwritten"
+    pv, pi = part_v[:nb].get(), part_i[:nb].get()
+    assert (pi != -5).all(), "a head_pick block did not write its partial"
+    x = xvec.get().astype(np.float32)
+    assert np.array_equal(x, rms(resid, 1.0, 1e-6).astype(np.float32)) or rel(x, rms(resid, 1.0, 1e-6)) < 1e-6
+    return int(ring.get()[0]), pv, BH.reference_pick(table.__class__(table.q.get(), table.sc.get()), W, x, softcap,
+                                                     suppress)
+
+
+@pytest.mark.parametrize("V,H,softcap", [(262144, 1152, None), (262144, 1152, 30.0), (50001, 64, 2.0),
+                                         (320, 64, 30.0), (4099, 1536, None)])
+def test_bounded_head_picks_the_full_heads_token(V, H, softcap):
+    """head_bound + head_pick: the full head's token and winning value (the same bits: head_pick computes a
+    candidate as gemv's EPI_HEAD does, from the same vector), the numpy reference's token, a handful of candidates."""
+    rng = np.random.default_rng(V + H)
+    W = (rng.standard_normal((V, H)) * 0.05).astype(np.float16)
+    for trial in range(3):
+        resid = rng.standard_normal(H).astype(np.float32)
+        resid[rng.integers(0, H, 2)] *= 40  # outliers
+        logits, want = _head(V, H, W, resid, softcap, warps=8, rpw=2, pf=0)  # the decoder's head shape
+        tok, pv, (ref_tok, n_cand) = _bounded(V, H, W, resid, softcap)
+        assert tok == want == ref_tok, trial
+        assert np.float32(logits[want]) == np.nanmax(pv)  # the winner's fp16 logit, bit for bit
+        assert n_cand < 64
+
+
+def test_bounded_head_ties_suppression_and_non_finite():
+    rng = np.random.default_rng(3)
+    V, H = 100000, 64
+    W = (rng.standard_normal((V, H)) * 0.1).astype(np.float16)
+    resid = rng.standard_normal(H).astype(np.float32)
+    W[[99990, 4242, 77777]] = (rms(resid, 1.0, 1e-6) * 2).astype(np.float16)  # three equal, largest logits
+    for sup in ((), (4242, 5), (4242, 77777, 99990)):
+        assert _bounded(V, H, W, resid, suppress=sup)[0] == _head(V, H, W, resid, suppress=sup)[1]
+    W[123] = np.nan
+    assert _bounded(V, H, W, resid)[0] == -1
+    assert _bounded(V, H, W, resid, suppress=(123,))[0] == 4242
+    W[123] = 0
+    W[9] = 60000 * np.sign(rms(resid, 1.0, 1e-6))  # overflows fp16: +inf logit
+    assert _bounded(V, H, W, resid)[0] == _head(V, H, W, resid)[1] == -1
 
 
 # ---- attention ----------------------------------------------------------------------------------
@@ -454,7 +515,7 @@ def test_native_counters_and_one_capture(folders, image):
         r = pipe.generate(PROMPT, image=image, max_new_tokens=10, stop=())
     c = r.counters
     L = preset("tiny").num_layers
-    assert c["kernels_per_step"] == 5 * L + 2
+    assert c["kernels_per_step"] == 5 * L + 3 and c["head"] == "bounded"  # head_bound + head_pick + advance
     assert c["captured"] == 1 and c["replayed"] == 2 * 9 and c["generations"] == 2
     assert all(s.h2d_bytes == 0 and s.d2h_bytes <= 4 * 8 and s.kv_bytes == 0 for s in r.steps[1:])
 
@@ -570,6 +631,21 @@ def test_native_loop_variants_give_the_same_tokens(folders, image, sync_every):
         got = other.generate(PROMPT, image=image, max_new_tokens=33, stop=(), **kw)
         assert got.tokens == want.tokens, kw
     assert got.counters["replayed"] == 2 * 32 and got.counters["captured"] == 2  # greedy graph + body graph
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_native_bounded_head_tokens_equal_full_head(folders, image, layout):
+    """The default greedy loop runs the bounded head (head "auto" on a hidden size of a multiple of 16): over 200
+    steps the same tokens as head="full", one kernel more a step; the plain loop (logits read per token) keeps the
+    full head."""
+    auto = vlmdecode.load(folders[layout], "cuda", "native")
+    full = vlmdecode.load(folders[layout], "cuda", "native", head="full")
+    assert auto.decoder.counters()["head"] == "bounded" and full.decoder.counters()["head"] == "full"
+    assert auto.decoder.kernels_per_step() == full.decoder.kernels_per_step() + 1
+    with auto.decoder.loop_order(lookahead=False):
+        assert not auto.decoder.bounded_now(True)
+    got = auto.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=()).tokens
+    assert got == full.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=()).tokens
 
 
 def test_native_lookahead_stop_then_the_next_generation(folders, image):

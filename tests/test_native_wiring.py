@@ -171,7 +171,9 @@ def test_host_fed_step_and_rebuild(fake, folders):
     assert dec.position == 13 and dec.transfers.steps[-1].h2d == dec.plan.hidden * 2 + 8
     dec.rebuild(K.Shapes(qkv=(8, 4), down=(8, 1), slice_target=1280, attn_chunk=8))
     assert dec.ksd == 2 and dec.captured == 1 and not dec._graphs  # the new shapes capture afresh
-    assert dec.counters()["kernels_per_step"] == 5 * dec.plan.num_layers + 2
+    # the default loop's greedy step: the layers, head_bound + head_pick + advance (the bounded head)
+    assert dec.counters()["head"] == "bounded" and dec.counters()["kernels_per_step"] == 5 * dec.plan.num_layers + 3
+    assert dec.kernels_per_step(greedy=False) == len(dec.body) == 5 * dec.plan.num_layers + 1
 
 
 @pytest.mark.parametrize("prompt", [10, 21, 32])

@@ -17,6 +17,9 @@
                          gelu_tanh(g) * u in the epilogue
                 down     split-K down GEMV (partials summed by the next prologue)
               head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
+              a greedy step that nobody reads logits of (the default loop: lookahead, or sync_every > 1) runs
+              the bounded head instead (`native.bounded_head`, head="auto"/"bounded"): the same token from an
+              int8 copy of the head and the few rows that can win; head="full" keeps the fp16 head everywhere;
               advance: the token -> its embedding row into the step's input, the id ring, the position.
               The whole step (greedy: with advance) is captured ONCE per decoder as a CUDA graph
               (CuPy stream capture) and replayed every token. By default (lookahead, sync_every 1) step
@@ -40,6 +43,7 @@ from ..decoders.cuda import MAX_SUPPRESS, CudaDecoder, argmax_blocks, device_ker
 from ..decoders.token_ring import check_sync_every
 from ..modelfolder import ModelFolder
 from ..sampling import Sampler, sample_unchecked
+from . import bounded_head as BH
 from . import kernels as K
 from .loop import NativeLoop
 from .pdl import supported as pdl_supported
@@ -47,6 +51,7 @@ from .plan import DecoderPlan, PlanError
 from .timing import StepTiming
 
 KERNELS_PER_LAYER = 5
+HEADS = ("auto", "bounded", "full")  # auto: bounded where the hidden size allows it (a multiple of 16)
 
 
 def folder_plan(folder: ModelFolder) -> DecoderPlan:
@@ -88,15 +93,21 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
                  plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = True,
-                 prefill: str = "native", ort: CudaDecoder | None = None):
+                 prefill: str = "native", ort: CudaDecoder | None = None, head: str = "auto"):
         import cupy
 
         self.cp = cupy
         check_sync_every(sync_every)
         if prefill not in PREFILLS:
             raise ValueError(f"prefill must be one of {PREFILLS}, got {prefill!r}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         plan = folder_plan(folder) if plan is None else plan
         check_plan(plan, check_max_length(folder, max_length))
+        if head == "bounded" and plan.hidden % 16:
+            raise PlanError(f"{plan.source}: the bounded LM head needs a hidden size that is a multiple of 16, got "
+                            f"{plan.hidden} (use head='full' or 'auto')")
+        self.head_kind = "full" if head == "full" or plan.hidden % 16 or ort is not None else "bounded"
         if folder.info.kv_layout != "shared":
             raise PlanError(f"{folder.decoder.path.name}: the native step needs the fixed-capacity KV of "
                             "GroupQueryAttention (attention 'gqa'); this decoder's KV grows by Concat")
@@ -141,7 +152,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
             raise PlanError(f"{self.folder.decoder.path.name}: layers {self.ring_layers} keep a windowed KV buffer "
                             "(a ring); only attention_cl reads rings: use Shapes(attn_batch > 0)")
         self.shapes = shapes
-        self._graphs: dict[bool, object] = {}
+        self._graphs: dict[tuple, object] = {}
         if self._native_prefill is not None:
             self._native_prefill.graphs.clear()  # they point into the buffers made again here
         with self.stream:
@@ -173,6 +184,11 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                 post_ffn_norm=f32(L.post_ffn_norm), q_norm=opt(L.q_norm), k_norm=opt(L.k_norm), cos=cos, sin=sin))
         self.final_norm = f32(plan.final_norm)
         self.lm_head = rows(plan.lm_head)  # tied: lm_head is embed_table.T, so this is the table itself
+        # the bounded head's int8 copy and row bounds (vocab x hidden bytes + 8 a row), quantised on the GPU
+        self.bound_table = None
+        if self.head_kind == "bounded":
+            t = BH.quantise(self.lm_head, plan.hidden)
+            self.bound_table = BH.BoundTable(cp.asarray(t.q), cp.asarray(t.sc))
         if plan.drive == "ids":
             table = np.asarray(plan.embed_table, np.float16)
         else:
@@ -195,6 +211,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         self.m, self.dpart = z(plan.intermediate), z((self.ksd, H))
         self.logits = z(plan.vocab, cp.float16)
         self.part_v, self.part_i = z(K.HEAD_MAX_BLOCKS), z(K.HEAD_MAX_BLOCKS, cp.int64)
+        if self.head_kind == "bounded":  # the bounded head's vector, row upper bounds, block maxima of lower bounds
+            self.xvec, self.upper, self.low = z(H), z(plan.vocab), z(K.HEAD_MAX_BLOCKS)
         self.n_dev, self.pos, self.t_dev, self.given = (z(1, cp.int64) for _ in range(4))
         self.suppress, self.n_suppress = z(MAX_SUPPRESS, cp.int64), z(1, cp.int32)  # SamplingParams.suppress
 
@@ -203,7 +221,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         sh = self.shapes
         gemvs = sh.gemv_instances({"qkv": H, "o": nq * D, "gate_up": H, "down": I // self.ksd, "head": H})
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
-        fns = K.compile_module(gemvs, {D}, cl)
+        head_nv = K.loads_per_lane(H)
+        fns = K.compile_module(gemvs, {D}, cl, BH.names(H, head_nv) if self.head_kind == "bounded" else ())
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -235,21 +254,42 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         common = dict(table=self.table, hidden=H, x_out=self.x_in, ring=self.ring.array, n_dev=self.n_dev,
                       pos=self.pos, t_dev=self.t_dev)
         self.advance_greedy = K.advance(fns, self.part_v, self.part_i, self.head.grid[0], **common)
+        self.bounded = []  # [head_bound, head_pick, their advance]: the bounded greedy step's tail
+        if self.head_kind == "bounded":
+            bound, pick = BH.launches(
+                fns, self.bound_table, self.lm_head, plan.vocab, H, head_nv, self.head.block[0], src=Ra,
+                delta=self.dpart, delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"],
+                norm_w=self.final_norm, eps=eps, softcap=plan.final_softcap, xvec=self.xvec, upper=self.upper,
+                low=self.low, part_v=self.part_v, part_i=self.part_i, suppress=self.suppress,
+                n_suppress=self.n_suppress)
+            self.bounded = [bound, pick, K.advance(fns, self.part_v, self.part_i, pick.grid[0], **common)]
         self.advance_given = K.advance(fns, self.part_v, self.part_i, 0, given=self.given, **common)
         self._prefill_partial = device_kernels(np.float16)[0]
         self._prefill_parts = argmax_blocks(plan.vocab)
         self.advance_prefill = K.advance(fns, self.part_v, self.part_i, self._prefill_parts, **common)
         self.pdl = bool(sh.pdl) and pdl_supported()
-        for launch in self.body + [self.advance_greedy, self.advance_given, self.advance_prefill]:
+        for launch in self.body + self.bounded + [self.advance_greedy, self.advance_given, self.advance_prefill]:
             launch.pdl = self.pdl
             launch.prepare()
 
     # ---- counters and generation lifetime ----------------------------------------------------------
+    def bounded_now(self, greedy: bool) -> bool:
+        """Whether a greedy step runs the bounded head now: not when a caller reads the logits per token (the plain
+        loop: lookahead off and sync_every 1), whose row only the full head writes."""
+        return greedy and self.head_kind == "bounded" and (self.lookahead or self.sync_every > 1)
+
+    def step_launches(self, greedy: bool) -> list:
+        """The launches of one step: the body (sampling, host-fed); greedy: + advance, or the bounded tail."""
+        if self.bounded_now(greedy):
+            return self.body[:-1] + self.bounded
+        return self.body + ([self.advance_greedy] if greedy else [])
+
     def kernels_per_step(self, greedy: bool = True) -> int:
-        return len(self.body) + (1 if greedy else 0)
+        return len(self.step_launches(greedy))
 
     def counters(self) -> dict:
-        return {"kernels_per_step": self.kernels_per_step(), "pdl": self.pdl, "captured": self.captured,
+        return {"kernels_per_step": self.kernels_per_step(), "head": self.head_kind, "pdl": self.pdl,
+                "captured": self.captured,
                 "replayed": self.replayed,
                 "uncaptured_steps": self.uncaptured_steps, "generations": self.generations}
 
@@ -259,17 +299,17 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
     # ---- the step ----------------------------------------------------------------------------------
     def enqueue_step(self, greedy: bool) -> None:
         """Launch one uncaptured step on the decoder's stream (what a capture records)."""
-        for launch in self.body:
+        for launch in self.step_launches(greedy):
             launch()
-        if greedy:
-            self.advance_greedy()
 
     def graph(self, greedy: bool):
-        """The captured step (with advance when greedy), captured on first use."""
-        if greedy not in self._graphs:
-            self._graphs[greedy] = K.capture(self.stream, lambda: self.enqueue_step(greedy))
+        """The captured step (with advance when greedy; the bounded head's when `bounded_now`), captured on first
+        use."""
+        key = (greedy, self.bounded_now(greedy))
+        if key not in self._graphs:
+            self._graphs[key] = K.capture(self.stream, lambda: self.enqueue_step(greedy))
             self.captured += 1
-        return self._graphs[greedy]
+        return self._graphs[key]
 
     def replay(self, greedy: bool) -> None:
         self.graph(greedy).launch(self.stream)
@@ -341,7 +381,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                                                     self.suppress, np.int32(ns)))
             self.advance_prefill()
         else:
-            self.advance_greedy()
+            self.advance_greedy()  # the prefill's head launch wrote this row's partials
 
     def _start(self, x, sampler: Sampler) -> int:
         """Prefill (onnxruntime's or native), then pick the first token from its last row on the device."""

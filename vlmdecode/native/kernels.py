@@ -184,14 +184,14 @@ def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int
 _modules: dict = {}
 
 
-def compile_module(gemvs, head_dims, clustered=()):
+def compile_module(gemvs, head_dims, clustered=(), extra=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered` and `advance`; cached
-    per process and name set."""
+    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, the template instances
+    named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
-                         | {cluster_name(*c) for c in clustered}))
+                         | {cluster_name(*c) for c in clustered} | set(extra)))
     key = (cupy.cuda.Device().id, names)
     if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
         mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)

@@ -18,14 +18,19 @@ each block recomputes from the [H] row) runs while the weights are in flight.
                          registers), combined in shared memory, then across a C-block cluster (distributed
                          shared memory), then (several clusters a KV head) by the last block; position p at
                          row p % capacity, so a windowed layer's buffer of exactly its window is a ring
+    head_bound<FLAT8, NQ, RPW>, head_pick<NV>  the bounded LM head of a greedy step (`native.bounded_head`):
+                         an int8 copy streamed with a bound on every logit, then only the rows that can win
+                         computed exactly as gemv's EPI_HEAD computes them
     advance              the token (argmax over the partials, or one sampled elsewhere) -> its embedding
                          row into the step's input, the ring of ids the host reads, the next position
 
-The source lives in `native.cuda_src` (common, gemv, attention, attn_util, attn_split, advance), joined
+The source lives in `native.cuda_src` (common, gemv, attention, attn_util, attn_split, head_bound,
+advance), joined
 here in that order.
 Not here: launch geometry and buffers (`native.kernels`), the step's order (`native.decoder`).
 """
 
-from .cuda_src import advance, attention, attn_split, attn_util, common, gemv
+from .cuda_src import advance, attention, attn_split, attn_util, common, gemv, head_bound
 
-SOURCE = common.CODE + gemv.CODE + attention.CODE + attn_util.CODE + attn_split.CODE + advance.CODE
+SOURCE = (common.CODE + gemv.CODE + attention.CODE + attn_util.CODE + attn_split.CODE + head_bound.CODE
+          + advance.CODE)

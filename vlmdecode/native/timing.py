@@ -26,7 +26,7 @@ def graph_ms(cp, stream, graph, n: int = 200) -> float:
 
 
 class StepTiming:
-    """Needs the NativeDecoder attributes it reads: cp, stream, kv, max_length, body, graph(), _start()."""
+    """Needs the NativeDecoder attributes it reads: cp, stream, kv, max_length, body, bounded, graph(), _start()."""
 
     def prepare_timing(self, x) -> int:
         """Prefill x and pick the first token (greedy), leaving the decoder mid-sequence for the timing helpers."""
@@ -53,20 +53,22 @@ class StepTiming:
 
     def kernel_ms(self, repeats: int = 20) -> list[dict]:
         """Per-kernel device ms of an uncaptured step (median of `repeats`, CUDA events around each launch),
-        with the bytes each must move. Call after prepare_timing; the step is not advanced."""
+        with the bytes each must move; then the bounded head's two kernels (if any), which read what the full head
+        read. Call after prepare_timing; the step is not advanced."""
         cp = self.cp
-        times: list[list[float]] = [[] for _ in self.body]
+        timed = self.body + self.bounded[:2]
+        times: list[list[float]] = [[] for _ in timed]
         with self.stream:
             for _ in range(repeats):
-                ev = [cp.cuda.Event() for _ in range(len(self.body) + 1)]
+                ev = [cp.cuda.Event() for _ in range(len(timed) + 1)]
                 ev[0].record()
-                for i, launch in enumerate(self.body):
+                for i, launch in enumerate(timed):
                     launch()
                     ev[i + 1].record()
                 ev[-1].synchronize()
-                for i in range(len(self.body)):
+                for i in range(len(timed)):
                     times[i].append(cp.cuda.get_elapsed_time(ev[i], ev[i + 1]))
                 self.uncaptured_steps += 1
         return [{"kernel": b.name, "ms": float(np.median(t)), "bytes": b.nbytes,
                  "tb_per_s": b.nbytes / (np.median(t) * 1e-3) / 1e12}
-                for b, t in zip(self.body, times)]
+                for b, t in zip(timed, times)]

@@ -1,0 +1,100 @@
+"""The bounded LM head's argument in numpy (`vlmdecode.native.bounded_head`; its kernels: tests/test_native_cuda.py):
+the int8 estimate's bound holds for every row, and picking among the rows it cannot exclude gives the full head's
+token (first index of the largest fp16 logit; -1 for NaN/+inf) on random heads with ties, near-ties, suppressed ids,
+zero and non-finite rows, with and without a softcap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vlmdecode.native import bounded_head as BH
+from vlmdecode.native.kernels import KernelShapeError
+
+
+@pytest.mark.parametrize("k", [16, 48, 512, 1152, 2048])
+def test_column_order_is_the_kernels_lane_mapping(k):
+    perm = BH.column_order(k)
+    assert sorted(perm) == list(range(k))
+    for p in range(0, k, 4):  # word i of lane l in chunk j pairs with one float4 of x: 4 consecutive columns
+        assert list(perm[p: p + 4]) == list(range(perm[p], perm[p] + 4))
+    j_last = (k - 1) // 512
+    lanes = min(32, (k - 512 * j_last) // 16)
+    p = 512 * j_last + 16 * (lanes - 1) + 4 * 3  # the last lane's last word: x[512 j + 4 lanes 3 + 4 (lanes - 1)]
+    assert perm[p] == 512 * j_last + 4 * lanes * 3 + 4 * (lanes - 1)
+
+
+def test_width_must_be_a_multiple_of_16():
+    with pytest.raises(KernelShapeError, match="multiple of 16"):
+        BH.column_order(40)
+
+
+def _x(rng, k, outliers):
+    x = rng.standard_normal(k).astype(np.float32)
+    if outliers:
+        x[rng.integers(0, k, 3)] *= 50  # massive activations, as Gemma's
+    return x
+
+
+def _bound_holds(table, W, x):
+    k = len(x)
+    qf = table.q[:, np.argsort(BH.column_order(k))].astype(np.float32) - 128
+    a = table.sc[:, 0] * (qf @ x)
+    z = W[:, :k].astype(np.float32) @ x
+    e = table.sc[:, 1] * np.float32(np.sqrt(x @ x))
+    ok = np.isfinite(z)
+    return bool((np.abs(z - a)[ok] <= e[ok]).all())
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), V=st.integers(1, 1500), k16=st.integers(1, 40),
+       softcap=st.sampled_from([None, 30.0, 2.0]), ties=st.integers(0, 3), n_sup=st.integers(0, 4),
+       outliers=st.booleans(), scale=st.sampled_from([1e-3, 0.05, 1.0, 300.0]))
+def test_bounded_pick_equals_full_pick(seed, V, k16, softcap, ties, n_sup, outliers, scale):
+    rng = np.random.default_rng(seed)
+    k = 16 * k16
+    W = (rng.standard_normal((V, k)) * scale).astype(np.float16)
+    x = _x(rng, k, outliers)
+    if ties and V > ties:  # copies of the best row: equal logits, the first index must win
+        best = int(np.argmax(W.astype(np.float32) @ x))
+        for r in rng.choice(V, ties, replace=False):
+            W[r] = W[best]
+    if V > 4:
+        W[rng.integers(0, V)] = 0  # a zero row: scale 0
+        near = int(np.argmax(W.astype(np.float32) @ x))  # a near-tie: one fp16 ulp off the best row
+        r = int(rng.integers(0, V))
+        W[r] = W[near]
+        W[r, int(np.argmax(np.abs(x)))] = np.nextafter(W[near, int(np.argmax(np.abs(x)))], np.float16(0))
+    sup = tuple(int(i) for i in rng.choice(V, min(n_sup, V), replace=False))
+    table = BH.quantise(W)
+    assert _bound_holds(table, W, x)
+    tok, n_cand = BH.reference_pick(table, W, x, softcap, sup)
+    assert tok == BH.full_pick(W, x, softcap, sup)
+    assert n_cand <= V
+
+
+def test_non_finite_rows_are_always_candidates():
+    rng = np.random.default_rng(1)
+    W = (rng.standard_normal((400, 64)) * 0.1).astype(np.float16)
+    x = _x(rng, 64, False)
+    W[7, 3] = np.nan
+    table = BH.quantise(W)
+    assert BH.reference_pick(table, W, x)[0] == BH.full_pick(W, x) == -1
+    assert BH.reference_pick(table, W, x, suppress=(7,))[0] == BH.full_pick(W, x, suppress=(7,)) >= 0
+    W[7] = 0
+    W[9] = 60000 * np.sign(x)  # an fp16 +inf logit (no softcap)
+    table = BH.quantise(W)
+    assert BH.reference_pick(table, W, x)[0] == BH.full_pick(W, x) == -1
+    every = tuple(range(400))
+    assert BH.reference_pick(table, W, x, suppress=every)[0] == BH.full_pick(W, x, suppress=every) == -1
+
+
+def test_few_candidates_on_a_random_head():
+    """At a gemma3-1b-like width the bound (~0.3 sd of a row's dot) leaves a handful of rows of 50000 to compute."""
+    rng = np.random.default_rng(5)
+    W = (rng.standard_normal((50000, 1152)) * 0.03).astype(np.float16)
+    x = _x(rng, 1152, True)
+    tok, n_cand = BH.reference_pick(BH.quantise(W), W, x, 30.0)
+    assert tok == BH.full_pick(W, x, 30.0) and n_cand < 50

@@ -1,0 +1,196 @@
+"""The bounded LM head of the native greedy step: the same token as the full head, reading half its bytes.
+
+A greedy step needs only the argmax of the head's fp16 logits, not the logits. Two passes find it exactly:
+
+    head_bound   the int8 copy Q (one scale s_r a row) streamed in full: a_r = s_r (q_r . x), and a bound
+                 |z_r - a_r| <= E_r = c_r ||x||_2 on the full head's fp32 dot z_r (c_r below) -> upper[r] = a_r + E_r,
+                 and each block's largest lower bound a_r - E_r over the ids not suppressed
+    head_pick    T = the largest lower bound; only the rows with g(upper[r]) >= g(T) - |g(T)| / 256 - 1e-6 (g: the
+                 softcap; NaN bounds included) are computed exactly, as the full head computes them (same bits),
+                 rounded to fp16 and picked as it picks (max, then the first index; NaN/+inf reported)
+
+Why it is exact: the row r* with the largest lower bound has z_r* >= T. Any row left out has z_r <= upper[r], so its
+softcapped logit lies more than |g(T)| / 256 (four fp16 ulps at g(T)'s magnitude, or 1e-6 near zero: more than the
+fp32 tanh's error) below r*'s, and rounding to fp16 keeps it strictly below: it can neither win nor tie. The bound:
+E_r covers the quantisation error exactly (Cauchy-Schwarz: |(W_r - s_r q_r) . x| <= ||W_r - s_r q_r||_2 ||x||_2,
+the norm taken in float64 at set-up) plus the fp32 rounding of both dot products in any summation order
+(<= gamma (||W_r|| + eps_r) ||x||, gamma = 3 k 2^-24 + 2^-20 > 2 k u + u), rounded up; the kernel takes ||x||_2 x 1.001.
+Non-finite weights give NaN bounds: those rows are always computed exactly, so a NaN/+inf logit is still reported.
+
+How much it reads: the int8 copy (half the fp16 head) + 8 bytes a row + 4 bytes of bounds a row, written and read,
++ the candidates' fp16 rows (a handful on trained and random weights alike: the bound is ~0.3 standard deviations of a
+row's dot for uniform rounding error). The fp16 head stays: the body graph (host-fed steps, sampling, the plain loop
+that reads logits per token) and the prefill use it; the int8 copy is extra device memory (vocab x hidden bytes).
+
+What it is: the set-up (quantise, column order), a numpy reference of both passes (CI checks the selection against
+the full argmax) and the launches. Not here: the kernels' code (`native.cuda_src.head_bound`), when the decoder uses
+which head (`native.decoder`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels import HEAD_MAX_BLOCKS, KernelShapeError, Launch, _need_shared, head_blocks, ptr
+
+BOUND_RPW = 4  # rows a warp of head_bound: 4 x 1152 int8 bytes in flight a warp at gemma3-1b's hidden size
+PICK_ROWS = 256  # rows a head_pick block scans (<= HEAD_MAX_BLOCKS blocks)
+X_NORM_UP = 1.001  # the kernel's factor on its fp32 ||x||_2
+
+
+def gamma(k: int) -> float:
+    """The fp32 rounding allowance per unit of ||W_r|| ||x|| of a k-long dot product (both passes, any order)."""
+    return 3.0 * k * 2.0 ** -24 + 2.0 ** -20
+
+
+def check_width(k_len: int) -> None:
+    if k_len % 16 or k_len <= 0:
+        raise KernelShapeError(f"the bounded LM head reads 16 int8 weights a load: hidden size {k_len} is not a "
+                               "multiple of 16 (use head='full')")
+
+
+def column_order(k_len: int) -> np.ndarray:
+    """perm: stored column p of the int8 copy holds column perm[p]. Chunk j (512 columns; the last 16 x A): lane l's
+    16 bytes at p = 512 j + 16 l + 4 i + b hold column 512 j + 4 A i + 4 l + b, so the x each lane pairs with word i
+    is one float4 and a warp's are consecutive (head_bound's dot16_q)."""
+    check_width(k_len)
+    p = np.arange(k_len)
+    j, rest = p // 512, p % 512
+    lanes = np.minimum(32, (k_len - 512 * j) // 16)
+    l, i, b = rest // 16, (rest % 16) // 4, rest % 4
+    return 512 * j + 4 * lanes * i + 4 * l + b
+
+
+@dataclass
+class BoundTable:
+    """The head's int8 copy Q [V, k] (q + 128, columns in `column_order`) and (s_r, c_r) [V, 2] float32, on the
+    array module of W (numpy or CuPy)."""
+
+    q: object
+    sc: object
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.q.nbytes + self.sc.nbytes)
+
+
+def quantise(W, k_len: int | None = None, rows_per_chunk: int = 16384) -> BoundTable:
+    """W [V, ld] fp16 rows (the head's `rows_layout`; the first k_len columns used) -> its BoundTable. Row r:
+    s_r = max|W_r| / 127, q = rint(W_r / s_r) in [-127, 127], c_r = ||W_r - s_r q||_2 + gamma (||W_r|| + that), in
+    float64 and rounded up to float32. Chunked over rows (float64 temporaries of rows_per_chunk rows)."""
+    xp = _xp(W)
+    V, k = int(W.shape[0]), int(W.shape[1] if k_len is None else k_len)
+    check_width(k)
+    perm = xp.asarray(column_order(k))
+    q = xp.empty((V, k), xp.uint8)
+    sc = xp.empty((V, 2), xp.float32)
+    g = gamma(k)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for r0 in range(0, V, rows_per_chunk):
+            w = W[r0: r0 + rows_per_chunk, :k].astype(xp.float64)
+            s = (xp.abs(w).max(axis=1) / 127.0).astype(xp.float32)  # the fp32 scale the kernel multiplies by
+            s64 = s.astype(xp.float64)[:, None]
+            qi = xp.clip(xp.rint(w / xp.where(s64 == 0, 1.0, s64)), -127, 127)
+            qi = xp.where(xp.isfinite(qi), qi, 0)
+            err = xp.sqrt(((w - s64 * qi) ** 2).sum(axis=1))
+            c = err + g * (xp.sqrt((w * w).sum(axis=1)) + err)
+            c32 = c.astype(xp.float32)
+            c32 = xp.where(c32.astype(xp.float64) < c, xp.nextafter(c32, xp.float32(np.inf)), c32)
+            q[r0: r0 + rows_per_chunk] = (qi + 128).astype(xp.uint8)[:, perm]
+            sc[r0: r0 + rows_per_chunk, 0] = s
+            sc[r0: r0 + rows_per_chunk, 1] = c32
+    return BoundTable(q, sc)
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy")
+
+
+def _cap(z, softcap: float | None):
+    return np.float32(softcap) * np.tanh(z / np.float32(softcap)) if softcap else z
+
+
+def _fp16_pick(v: np.ndarray, rows: np.ndarray) -> tuple[int, float]:
+    """The full head's rule over fp16 logits v[rows] (rows ascending): -1 for a NaN/+inf among them, else the first
+    index of the max (-1 when rows is empty or every logit is -inf, as `advance` reports)."""
+    vals = v[rows].astype(np.float32)
+    if len(rows) == 0 or np.isnan(vals).any() or np.isposinf(vals).any() or (vals == -np.inf).all():
+        return -1, float("nan")
+    j = int(np.argmax(vals))
+    return int(rows[j]), float(vals[j])
+
+
+def reference_pick(table: BoundTable, W: np.ndarray, x: np.ndarray, softcap: float | None = None,
+                   suppress=()) -> tuple[int, int]:
+    """Both passes in numpy (fp32 like the kernels, not their summation order): (token, candidates computed
+    exactly). The full head's logits are computed for every row here (a reference, not a saving); the token is
+    picked among the candidates only."""
+    k = int(x.shape[0])
+    x = np.asarray(x, np.float32)
+    qf = table.q[:, np.argsort(column_order(k))].astype(np.float32) - np.float32(128)
+    with np.errstate(invalid="ignore", over="ignore"):
+        a = table.sc[:, 0] * (qf @ x)
+        e = table.sc[:, 1] * np.float32(np.sqrt(np.float32(x @ x)) * X_NORM_UP)
+        keep = np.ones(len(a), bool)
+        keep[list(suppress)] = False
+        lows = (a - e)[keep]
+        lows = lows[~np.isnan(lows)]
+        t = np.float32(lows.max()) if len(lows) else np.float32(-np.inf)
+        gt = _cap(t, softcap)
+        th = gt - (np.abs(gt) * np.float32(1 / 256) + np.float32(1e-6))
+        cand = ~(_cap(a + e, softcap) < th) & keep
+        v = _cap(W[:, :k].astype(np.float32) @ x, softcap).astype(np.float16)
+    return _fp16_pick(v, np.flatnonzero(cand))[0], int(cand.sum())
+
+
+def full_pick(W: np.ndarray, x: np.ndarray, softcap: float | None = None, suppress=()) -> int:
+    """The full head's token in numpy (the rule of gemv's EPI_HEAD and `advance`)."""
+    k = int(x.shape[0])
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = _cap(W[:, :k].astype(np.float32) @ np.asarray(x, np.float32), softcap).astype(np.float16)
+    keep = np.ones(len(v), bool)
+    keep[list(suppress)] = False
+    return _fp16_pick(v, np.flatnonzero(keep))[0]
+
+
+# ---- launches (CuPy) -----------------------------------------------------------------------------------------------
+def bound_name(flat8: bool, nq: int) -> str:
+    return f"head_bound<{'true' if flat8 else 'false'},{nq},{BOUND_RPW}>"
+
+
+def pick_name(nv: int) -> str:
+    return f"head_pick<{nv}>"
+
+
+def names(k_len: int, head_nv: int) -> tuple[str, str]:
+    """(head_bound, head_pick) instances for a head of reduction k_len read with head_nv fp16 loads a lane: the
+    fold's FLAT8 as gemv<head_nv, .., EPI_HEAD>'s (form_vector<NV >= 5>), so the vector has the same bits."""
+    return bound_name(head_nv >= 5, -(-k_len // 512)), pick_name(head_nv)
+
+
+def launches(fns, table: BoundTable, W, vocab: int, k_len: int, head_nv: int, threads: int, *, src, delta,
+             delta_parts: int, delta_w, norm_w, eps: float, softcap: float | None, xvec, upper, low, part_v, part_i,
+             suppress, n_suppress) -> tuple[Launch, Launch]:
+    """The two launches of a bounded head over `table` (its set-up from W, the fp16 head [V, ld]) with the full
+    head's fold arguments and block size (threads: the full head's, so form_vector runs the same reductions).
+    Buffers: xvec [k_len], upper [V], low [HEAD_MAX_BLOCKS] float32; part_v/part_i as the full head's."""
+    nb, pn = names(k_len, head_nv)
+    fb, fp = fns[nb], fns[pn]
+    shared = _need_shared(fb, 4 * k_len)
+    _need_shared(fp, 4 * k_len)
+    per_group = (threads // 32) * BOUND_RPW
+    grid_b = head_blocks(fb, threads, -(-vocab // per_group), shared)
+    if int(low.size) < grid_b:
+        raise KernelShapeError(f"head_bound: {int(low.size)} block maxima for a grid of {grid_b}")
+    bound = Launch("head_bound", fb, (grid_b, 1, 1), (threads, 1, 1),
+                   (ptr(table.q), ptr(table.sc), np.int32(vocab), np.int32(k_len), ptr(src), ptr(delta),
+                    np.int32(delta_parts), ptr(delta_w), ptr(norm_w), np.float32(eps), ptr(xvec), ptr(upper), ptr(low),
+                    ptr(suppress), ptr(n_suppress)), shared, table.nbytes + 4 * k_len + 4 * vocab)
+    grid_p = int(min(HEAD_MAX_BLOCKS, -(-vocab // PICK_ROWS)))
+    pick = Launch("head_pick", fp, (grid_p, 1, 1), (threads, 1, 1),
+                  (ptr(W), np.int32(vocab), np.int32(int(W.shape[1])), np.int32(k_len), ptr(xvec), ptr(upper), ptr(low),
+                   np.int32(grid_b), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress),
+                   ptr(n_suppress)), 4 * k_len, 4 * vocab + 4 * grid_b + 4 * k_len)
+    return bound, pick

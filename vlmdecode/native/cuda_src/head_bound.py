@@ -1,0 +1,180 @@
+"""The bounded LM head's two kernels (greedy steps): `head_bound<FLAT8, NQ, RPW>` streams an int8 copy of the head
+and bounds every logit, `head_pick<NV>` computes exactly (as `gemv<NV, .., EPI_HEAD>`) only the rows that can win.
+
+The argument (`native.bounded_head` states it in full and checks it in numpy): row r's exact fp32 dot z_r and its
+int8 estimate a_r = s_r sum_k (q_rk - 128) x_k differ by at most E_r = c_r ||x||_2 (c_r: the row's quantisation
+error norm plus fp32 rounding, computed at set-up). With T the largest lower bound a_r - E_r over the ids not
+suppressed, a row whose softcapped upper bound g(a_r + E_r) lies more than |g(T)| / 256 below g(T) has an fp16 logit
+strictly below the winner's, so the argmax (value and first index) over the other rows is the full head's.
+
+Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
+"""
+
+CODE = r"""// the head's softcap as the full head applies it (gemv's EPI_HEAD)
+__device__ __forceinline__ float head_cap(const float x, const float softcap) {
+    return softcap > 0.f ? softcap * tanhf(x / softcap) : x;
+}
+
+__device__ __forceinline__ bool suppressed(const long long r, const long long* suppress, const int ns) {
+    bool skip = false;
+    for (int q = 0; q < ns; ++q) skip |= suppress[q] == r;
+    return skip;
+}
+
+// 16 int8 weights (stored q + 128) . x: word i's bytes pair with x[i * step .. i * step + 3] (the copy's column
+// order, `bounded_head.column_order`: a warp's float4 reads of x are consecutive, no bank conflicts). Each byte b
+// becomes the float 2^23 + b (prmt under 0x4B000000), minus 2^23 + 128: exact, no int-to-float conversion.
+__device__ __forceinline__ float dot16_q(const uint4 w, const float* x, const int step, float acc) {
+    const unsigned u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float4 xv = *reinterpret_cast<const float4*>(x + i * step);
+        const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+            const float f = __int_as_float(__byte_perm(u[i], 0x4B000000u, 0x7440u | b)) - 8388736.f;
+            acc = fmaf(f, xs[b], acc);
+        }
+    }
+    return acc;
+}
+
+// Pass 1, over Q [n_rows, k_len] (uint8, q + 128) and sc [n_rows] (s_r, c_r): every block forms the head's input
+// vector exactly as gemv<NV, RPW, EPI_HEAD> does (same fold, same block size), block 0 stores it to xvec; each row's
+// upper bound a_r + E_r -> upper[r]; each block's largest lower bound over the ids not suppressed -> low[block]
+// (NaN rows are left out of it: their upper bound is NaN, so pass 2 takes them). The first row group's weights load
+// before pdl_wait.
+template <bool FLAT8, int NQ, int RPW>
+__global__ void __launch_bounds__(256) head_bound(
+    const unsigned char* __restrict__ Q, const float2* __restrict__ sc, const int n_rows, const int k_len,
+    const float* src, const float* delta, const int delta_parts, const float* delta_w, const float* norm_w,
+    const float eps, float* xvec, float* upper, float* low, const long long* suppress, const int* n_suppress)
+{
+    extern __shared__ float vec[];
+    __shared__ float red[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int per_group = nwarps * RPW, n_groups = (n_rows + per_group - 1) / per_group;
+    uint4 w[RPW][NQ];
+    auto load = [&](const int g) {
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) {
+            const int r = (g * nwarps + warp) * RPW + i;
+#pragma unroll
+            for (int j = 0; j < NQ; ++j) {
+                const int col = (lane + 32 * j) * 16;
+                w[i][j] = (r < n_rows && col < k_len)
+                    ? __ldcs(reinterpret_cast<const uint4*>(Q + (size_t)r * k_len + col)) : make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+    };
+    pdl_trigger();
+    int g = blockIdx.x;
+    if (g < n_groups) load(g);
+    pdl_wait();  // the last layer's residual and down partials
+    form_vector<FLAT8>(vec, red, k_len, src, NULL, 1.f, delta, delta_parts, delta_w, NULL, norm_w, eps);
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i < k_len; i += blockDim.x) xvec[i] = vec[i];
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < k_len; i += blockDim.x) ss = fmaf(vec[i], vec[i], ss);
+    const float xn = sqrtf(block_sum(ss, red)) * 1.001f;  // ||x||_2, rounded up well past fp32's error
+    const int ns = n_suppress != NULL ? n_suppress[0] : 0;
+    float best = -INF_F;
+    for (; g < n_groups; g += gridDim.x) {
+        if (g != (int)blockIdx.x) load(g);
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) {
+            float acc = 0.f;
+#pragma unroll
+            for (int j = 0; j < NQ; ++j) {
+                const int lanes = min(32, (k_len - 512 * j) >> 4);  // chunk j: 512 columns (the last: 16 x lanes)
+                if (lane < lanes) acc = dot16_q(w[i][j], vec + 512 * j + 4 * lane, 4 * lanes, acc);
+            }
+            acc = warp_sum(acc);
+            const int r = (g * nwarps + warp) * RPW + i;
+            if (r < n_rows) {
+                const float2 s = sc[r];
+                const float a = s.x * acc, e = s.y * xn;
+                if (lane == 0) upper[r] = a + e;
+                if (!suppressed(r, suppress, ns)) best = fmaxf(best, a - e);
+            }
+        }
+    }
+    __syncthreads();
+    if (lane == 0) red[warp] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = red[0];
+        for (int k = 1; k < nwarps; ++k) m = fmaxf(m, red[k]);
+        low[blockIdx.x] = m;
+    }
+}
+
+// Pass 2: T = max(low[0 .. n_low)); the rows of this block's contiguous range whose softcapped upper bound is not
+// below g(T) - |g(T)| / 256 - 1e-6 (NaN bounds included) are computed exactly, with gemv<NV, .., EPI_HEAD>'s loads,
+// dot products and warp sum (the same bits), softcapped, rounded to fp16 and picked as it picks: one (max, first
+// index) partial a block, NaN when a candidate's logit is NaN/+inf. No logits are stored.
+template <int NV>
+__global__ void __launch_bounds__(256) head_pick(
+    const __half* __restrict__ W, const int n_rows, const int ld, const int k_len, const float* xvec,
+    const float* upper, const float* low, const int n_low, const float softcap, float* part_v, long long* part_i,
+    const long long* suppress, const int* n_suppress)
+{
+    extern __shared__ float vec[];
+    __shared__ float red[32];
+    __shared__ float best_v[32];
+    __shared__ long long best_i[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    pdl_trigger();
+    pdl_wait();  // head_bound's vector, bounds and block maxima
+    for (int i = threadIdx.x; i < k_len; i += blockDim.x) vec[i] = xvec[i];
+    float t = -INF_F;
+    for (int i = threadIdx.x; i < n_low; i += blockDim.x) t = fmaxf(t, low[i]);
+    t = warp_max(t);
+    if (lane == 0) red[warp] = t;
+    __syncthreads();
+    t = red[0];
+    for (int k = 1; k < nwarps; ++k) t = fmaxf(t, red[k]);
+    const float gt = head_cap(t, softcap), th = gt - (fabsf(gt) * (1.f / 256.f) + 1e-6f);
+    const int ns = n_suppress != NULL ? n_suppress[0] : 0;
+    const int span = ((n_rows + gridDim.x - 1) / gridDim.x + 31) / 32 * 32;
+    const int r0 = blockIdx.x * span, r1 = min(n_rows, r0 + span);
+    float bv = -INF_F;
+    long long bi = NO_INDEX;
+    bool bad = false;
+    for (int base = r0 + 32 * warp; base < r1; base += 32 * nwarps) {  // 32 rows a warp at a time, ascending
+        const int r = base + lane;
+        const bool cand = r < r1 && !(head_cap(upper[r], softcap) < th) && !suppressed(r, suppress, ns);
+        unsigned mask = __ballot_sync(FULL, cand);
+        while (mask) {
+            const int row = base + __ffs(mask) - 1;
+            mask &= mask - 1;
+            uint4 w[NV];
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+                const int col = (lane + 32 * j) * 8;
+                w[j] = col < k_len ? __ldcs(reinterpret_cast<const uint4*>(W + (size_t)row * ld + col))
+                                   : make_uint4(0u, 0u, 0u, 0u);
+            }
+            float acc = 0.f;
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+                const int col = (lane + 32 * j) * 8;
+                if (col < k_len) acc += dot8(w[j], vec + col);
+            }
+            acc = warp_sum(acc);
+            const float xv = __half2float(__float2half_rn(head_cap(acc, softcap)));
+            if (xv != xv || xv == INF_F) bad = true;
+            if (xv > bv || bi == NO_INDEX) { bv = xv; bi = row; }
+        }
+    }
+    if (lane == 0) { best_v[warp] = bad ? NAN_F : bv; best_i[warp] = bi; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float a = best_v[0];
+        long long ia = best_i[0];
+        for (int k = 1; k < nwarps; ++k) better(a, ia, best_v[k], best_i[k]);
+        part_v[blockIdx.x] = a;
+        part_i[blockIdx.x] = ia;
+    }
+}
+"""
