@@ -116,11 +116,10 @@ def head_bound(name, grid, a):
     V, k = int(n_rows), int(k_len)
     x = fold(k, src, 0, 1.0, delta, dparts, delta_w, 0, norm_w, eps)
     view(xvec, F32, k)[:] = x
-    from vlmdecode.native.bounded_head import column_order
+    from vlmdecode.native.bounded_head import BoundTable, estimate
 
-    q = view(Q, np.uint8, V * k).reshape(V, k)[:, np.argsort(column_order(k))].astype(np.float64) - 128
-    s = view(sc, F32, 2 * V).reshape(V, 2).astype(np.float64)
-    est, e = s[:, 0] * (q @ x), s[:, 1] * np.sqrt(x @ x) * 1.001
+    table = BoundTable(view(Q, np.int8, V * k).reshape(V, k), view(sc, F32, 4 * V).reshape(V, 4))
+    est, e = (v.astype(np.float64) for v in estimate(table, view(xvec, F32, k)))
     view(upper, F32, V)[:] = est + e
     lows = est - e
     lows[np.asarray(_suppressed(suppress, n_suppress), np.int64)] = -np.inf

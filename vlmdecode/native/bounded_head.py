@@ -2,27 +2,31 @@
 
 A greedy step needs only the argmax of the head's fp16 logits, not the logits. Two passes find it exactly:
 
-    head_bound   the int8 copy Q (one scale s_r a row) streamed in full: a_r = s_r (q_r . x), and a bound
-                 |z_r - a_r| <= E_r = c_r ||x||_2 on the full head's fp32 dot z_r (c_r below) -> upper[r] = a_r + E_r,
-                 and each block's largest lower bound a_r - E_r over the ids not suppressed
+    head_bound   the int8 copy Q (one scale s_r a row) streamed in full against x rounded to 16 bits
+                 (X = rint(x / s_x), s_x = max|x| / 32767, two int8 planes: DP4A, exact int32 sums):
+                 a_r = s_r s_x (q_r . X), and a bound |z_r - a_r| <= E_r = c_r ||x|| + d_r ||x - s_x X|| on the full
+                 head's fp32 dot z_r (c_r, d_r below) -> upper[r] = a_r + E_r, and each block's largest lower bound
+                 a_r - E_r over the ids not suppressed
     head_pick    T = the largest lower bound; only the rows with g(upper[r]) >= g(T) - |g(T)| / 256 - 1e-6 (g: the
                  softcap; NaN bounds included) are computed exactly, as the full head computes them (same bits),
                  rounded to fp16 and picked as it picks (max, then the first index; NaN/+inf reported)
 
 Why it is exact: the row r* with the largest lower bound has z_r* >= T. Any row left out has z_r <= upper[r], so its
 softcapped logit lies more than |g(T)| / 256 (four fp16 ulps at g(T)'s magnitude, or 1e-6 near zero: more than the
-fp32 tanh's error) below r*'s, and rounding to fp16 keeps it strictly below: it can neither win nor tie. The bound:
-E_r covers the quantisation error exactly (Cauchy-Schwarz: |(W_r - s_r q_r) . x| <= ||W_r - s_r q_r||_2 ||x||_2,
-the norm taken in float64 at set-up) plus the fp32 rounding of both dot products in any summation order
-(<= gamma (||W_r|| + eps_r) ||x||, gamma = 3 k 2^-24 + 2^-20 > 2 k u + u), rounded up; the kernel takes ||x||_2 x 1.001.
+fp32 tanh's error) below r*'s, and rounding to fp16 keeps it strictly below: it can neither win nor tie. The bound
+(Cauchy-Schwarz twice): z_r - s_r s_x q_r.X = (W_r - s_r q_r).x + s_r q_r.(x - s_x X), so with eps_r = ||W_r - s_r q_r||
+(float64 at set-up), n_r = ||W_r|| and d_r = n_r + eps_r >= ||s_r q_r||, |.| <= eps_r ||x|| + d_r ||x - s_x X||; the
+fp32 rounding of the full head's dot (any summation order) and of the estimate's last multiplies adds
+<= gamma (n_r + d_r)(||x|| + ||x - s_x X||), gamma = 3 k 2^-24 + 2^-20. So c_r = eps_r + gamma (n_r + d_r) and
+d_r (1 + gamma), rounded up to fp32; the kernel takes both norms x 1.001 (+ 2^-20 ||x|| for the residual's rounding).
 Non-finite weights give NaN bounds: those rows are always computed exactly, so a NaN/+inf logit is still reported.
 
-How much it reads: the int8 copy (half the fp16 head) + 8 bytes a row + 4 bytes of bounds a row, written and read,
+How much it reads: the int8 copy (half the fp16 head) + 16 bytes a row + 4 bytes of bounds a row, written and read,
 + the candidates' fp16 rows (a handful on trained and random weights alike: the bound is ~0.3 standard deviations of a
 row's dot for uniform rounding error). The fp16 head stays: the body graph (host-fed steps, sampling, the plain loop
 that reads logits per token) and the prefill use it; the int8 copy is extra device memory (vocab x hidden bytes).
 
-What it is: the set-up (quantise, column order), a numpy reference of both passes (CI checks the selection against
+What it is: the set-up (quantise), a numpy reference of both passes (CI checks the selection against
 the full argmax) and the launches. Not here: the kernels' code (`native.cuda_src.head_bound`), when the decoder uses
 which head (`native.decoder`).
 """
@@ -51,22 +55,10 @@ def check_width(k_len: int) -> None:
                                "multiple of 16 (use head='full')")
 
 
-def column_order(k_len: int) -> np.ndarray:
-    """perm: stored column p of the int8 copy holds column perm[p]. Chunk j (512 columns; the last 16 x A): lane l's
-    16 bytes at p = 512 j + 16 l + 4 i + b hold column 512 j + 4 A i + 4 l + b, so the x each lane pairs with word i
-    is one float4 and a warp's are consecutive (head_bound's dot16_q)."""
-    check_width(k_len)
-    p = np.arange(k_len)
-    j, rest = p // 512, p % 512
-    lanes = np.minimum(32, (k_len - 512 * j) // 16)
-    l, i, b = rest // 16, (rest % 16) // 4, rest % 4
-    return 512 * j + 4 * lanes * i + 4 * l + b
-
-
 @dataclass
 class BoundTable:
-    """The head's int8 copy Q [V, k] (q + 128, columns in `column_order`) and (s_r, c_r) [V, 2] float32, on the
-    array module of W (numpy or CuPy)."""
+    """The head's int8 copy Q [V, k] and (s_r, c_r, d_r, 0) [V, 4] float32, on the array module of W (numpy or
+    CuPy)."""
 
     q: object
     sc: object
@@ -78,14 +70,13 @@ class BoundTable:
 
 def quantise(W, k_len: int | None = None, rows_per_chunk: int = 16384) -> BoundTable:
     """W [V, ld] fp16 rows (the head's `rows_layout`; the first k_len columns used) -> its BoundTable. Row r:
-    s_r = max|W_r| / 127, q = rint(W_r / s_r) in [-127, 127], c_r = ||W_r - s_r q||_2 + gamma (||W_r|| + that), in
-    float64 and rounded up to float32. Chunked over rows (float64 temporaries of rows_per_chunk rows)."""
+    s_r = max|W_r| / 127, q = rint(W_r / s_r) in [-127, 127], c_r and d_r as the module docstring says, in float64
+    and rounded up to float32. Chunked over rows (float64 temporaries of rows_per_chunk rows)."""
     xp = _xp(W)
     V, k = int(W.shape[0]), int(W.shape[1] if k_len is None else k_len)
     check_width(k)
-    perm = xp.asarray(column_order(k))
-    q = xp.empty((V, k), xp.uint8)
-    sc = xp.empty((V, 2), xp.float32)
+    q = xp.empty((V, k), xp.int8)
+    sc = xp.zeros((V, 4), xp.float32)
     g = gamma(k)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for r0 in range(0, V, rows_per_chunk):
@@ -95,13 +86,19 @@ def quantise(W, k_len: int | None = None, rows_per_chunk: int = 16384) -> BoundT
             qi = xp.clip(xp.rint(w / xp.where(s64 == 0, 1.0, s64)), -127, 127)
             qi = xp.where(xp.isfinite(qi), qi, 0)
             err = xp.sqrt(((w - s64 * qi) ** 2).sum(axis=1))
-            c = err + g * (xp.sqrt((w * w).sum(axis=1)) + err)
-            c32 = c.astype(xp.float32)
-            c32 = xp.where(c32.astype(xp.float64) < c, xp.nextafter(c32, xp.float32(np.inf)), c32)
-            q[r0: r0 + rows_per_chunk] = (qi + 128).astype(xp.uint8)[:, perm]
+            n = xp.sqrt((w * w).sum(axis=1))
+            d = n + err
+            q[r0: r0 + rows_per_chunk] = qi.astype(xp.int8)
             sc[r0: r0 + rows_per_chunk, 0] = s
-            sc[r0: r0 + rows_per_chunk, 1] = c32
+            sc[r0: r0 + rows_per_chunk, 1] = _up(xp, err + g * (n + d))
+            sc[r0: r0 + rows_per_chunk, 2] = _up(xp, d * (1 + g))
     return BoundTable(q, sc)
+
+
+def _up(xp, v):
+    """float64 -> the float32 at or above it."""
+    v32 = v.astype(xp.float32)
+    return xp.where(v32.astype(xp.float64) < v, xp.nextafter(v32, xp.float32(np.inf)), v32)
 
 
 def _xp(a):
@@ -129,10 +126,8 @@ def reference_pick(table: BoundTable, W: np.ndarray, x: np.ndarray, softcap: flo
     picked among the candidates only."""
     k = int(x.shape[0])
     x = np.asarray(x, np.float32)
-    qf = table.q[:, np.argsort(column_order(k))].astype(np.float32) - np.float32(128)
-    with np.errstate(invalid="ignore", over="ignore"):
-        a = table.sc[:, 0] * (qf @ x)
-        e = table.sc[:, 1] * np.float32(np.sqrt(np.float32(x @ x)) * X_NORM_UP)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a, e = estimate(table, x)
         keep = np.ones(len(a), bool)
         keep[list(suppress)] = False
         lows = (a - e)[keep]
@@ -143,6 +138,20 @@ def reference_pick(table: BoundTable, W: np.ndarray, x: np.ndarray, softcap: flo
         cand = ~(_cap(a + e, softcap) < th) & keep
         v = _cap(W[:, :k].astype(np.float32) @ x, softcap).astype(np.float16)
     return _fp16_pick(v, np.flatnonzero(cand))[0], int(cand.sum())
+
+
+def estimate(table: BoundTable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """head_bound's (a_r, E_r) for every row in numpy (float32 as the kernel, exact integer sums)."""
+    x = np.asarray(x, np.float32)
+    mx = np.float32(np.abs(x).max())
+    s_x = mx / np.float32(32767) if mx > 0 else np.float32(1)
+    X = np.clip(np.rint(x * (np.float32(1) / s_x)), -32767, 32767)
+    S = table.q.astype(np.int64) @ X.astype(np.int64)
+    xn = np.float32(np.sqrt(np.float32(x @ x)) * X_NORM_UP)
+    r = x - s_x * X.astype(np.float32)
+    dl = np.float32(np.sqrt(np.float32(r @ r)) * X_NORM_UP + 2.0 ** -20 * xn)
+    a = table.sc[:, 0] * (s_x * S.astype(np.float32))
+    return a, table.sc[:, 1] * xn + table.sc[:, 2] * dl
 
 
 def full_pick(W: np.ndarray, x: np.ndarray, softcap: float | None = None, suppress=()) -> int:
@@ -178,7 +187,7 @@ def launches(fns, table: BoundTable, W, vocab: int, k_len: int, head_nv: int, th
     Buffers: xvec [k_len], upper [V], low [HEAD_MAX_BLOCKS] float32; part_v/part_i as the full head's."""
     nb, pn = names(k_len, head_nv)
     fb, fp = fns[nb], fns[pn]
-    shared = _need_shared(fb, 4 * k_len)
+    shared = _need_shared(fb, 6 * k_len)  # x in fp32 and its two int8 planes
     _need_shared(fp, 4 * k_len)
     per_group = (threads // 32) * BOUND_RPW
     grid_b = head_blocks(fb, threads, -(-vocab // per_group), shared)

@@ -1,11 +1,12 @@
 """The bounded LM head's two kernels (greedy steps): `head_bound<FLAT8, NQ, RPW>` streams an int8 copy of the head
 and bounds every logit, `head_pick<NV>` computes exactly (as `gemv<NV, .., EPI_HEAD>`) only the rows that can win.
 
-The argument (`native.bounded_head` states it in full and checks it in numpy): row r's exact fp32 dot z_r and its
-int8 estimate a_r = s_r sum_k (q_rk - 128) x_k differ by at most E_r = c_r ||x||_2 (c_r: the row's quantisation
-error norm plus fp32 rounding, computed at set-up). With T the largest lower bound a_r - E_r over the ids not
-suppressed, a row whose softcapped upper bound g(a_r + E_r) lies more than |g(T)| / 256 below g(T) has an fp16 logit
-strictly below the winner's, so the argmax (value and first index) over the other rows is the full head's.
+The argument (`native.bounded_head` states it in full and checks it in numpy): row r's exact fp32 dot z_r and
+its integer estimate a_r = s_r s_x (q_r . X) (int8 weights, x in 16 bits) differ by at most
+E_r = c_r ||x|| + d_r ||x - s_x X|| (c_r, d_r: the row's quantisation error and norm with fp32 rounding, computed at
+set-up). With T the largest lower bound a_r - E_r over the ids not suppressed, a row whose softcapped upper bound
+g(a_r + E_r) lies more than |g(T)| / 256 below g(T) has an fp16 logit strictly below the winner's, so the argmax
+(value and first index) over the other rows is the full head's.
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
@@ -21,36 +22,29 @@ __device__ __forceinline__ bool suppressed(const long long r, const long long* s
     return skip;
 }
 
-// 16 int8 weights (stored q + 128) . x: word i's bytes pair with x[i * step .. i * step + 3] (the copy's column
-// order, `bounded_head.column_order`: a warp's float4 reads of x are consecutive, no bank conflicts). Each byte b
-// becomes the float 2^23 + b (prmt under 0x4B000000), minus 2^23 + 128: exact, no int-to-float conversion.
-__device__ __forceinline__ float dot16_q(const uint4 w, const float* x, const int step, float acc) {
-    const unsigned u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float4 xv = *reinterpret_cast<const float4*>(x + i * step);
-        const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const float f = __int_as_float(__byte_perm(u[i], 0x4B000000u, 0x7440u | b)) - 8388736.f;
-            acc = fmaf(f, xs[b], acc);
-        }
-    }
-    return acc;
+// The int8 dot of 16 weights (4 words) with x as X = 256 hi + lo (two int8 planes, the same order): two exact
+// int32 sums, one DP4A a word each
+__device__ __forceinline__ void dot16_dp4a(const uint4 w, const int4 h, const int4 l, int& sh, int& sl) {
+    sh = __dp4a((int)w.x, h.x, sh); sh = __dp4a((int)w.y, h.y, sh); sh = __dp4a((int)w.z, h.z, sh);
+    sh = __dp4a((int)w.w, h.w, sh);
+    sl = __dp4a((int)w.x, l.x, sl); sl = __dp4a((int)w.y, l.y, sl); sl = __dp4a((int)w.z, l.z, sl);
+    sl = __dp4a((int)w.w, l.w, sl);
 }
 
-// Pass 1, over Q [n_rows, k_len] (uint8, q + 128) and sc [n_rows] (s_r, c_r): every block forms the head's input
-// vector exactly as gemv<NV, RPW, EPI_HEAD> does (same fold, same block size), block 0 stores it to xvec; each row's
-// upper bound a_r + E_r -> upper[r]; each block's largest lower bound over the ids not suppressed -> low[block]
-// (NaN rows are left out of it: their upper bound is NaN, so pass 2 takes them). The first row group's weights load
-// before pdl_wait.
+// Pass 1, over Q [n_rows, k_len] int8 and sc [n_rows] (s_r, c_r, d_r, 0): every block forms the head's input vector
+// exactly as gemv<NV, RPW, EPI_HEAD> does (same fold, same block size; block 0 stores it to xvec), rounds it to
+// X = rint(x / s_x) in 16 bits (s_x = max|x| / 32767) kept as two int8 planes, and measures ||x||_2 and
+// del = ||x - s_x X||_2 (both rounded up). Row r: a_r = s_r s_x (256 q.hi + q.lo) (int32 sums, exact), its bound
+// E_r = c_r ||x|| + d_r del; upper[r] = a_r + E_r; each block's largest lower bound a_r - E_r over the ids not
+// suppressed -> low[block] (NaN rows are left out of it: their upper bound is NaN, so pass 2 takes them). The
+// first row group's weights load before pdl_wait.
 template <bool FLAT8, int NQ, int RPW>
 __global__ void __launch_bounds__(256) head_bound(
-    const unsigned char* __restrict__ Q, const float2* __restrict__ sc, const int n_rows, const int k_len,
+    const signed char* __restrict__ Q, const float4* __restrict__ sc, const int n_rows, const int k_len,
     const float* src, const float* delta, const int delta_parts, const float* delta_w, const float* norm_w,
     const float eps, float* xvec, float* upper, float* low, const long long* suppress, const int* n_suppress)
 {
-    extern __shared__ float vec[];
+    extern __shared__ float vec[];  // [k_len] floats, then the planes hi [k_len], lo [k_len] (int8)
     __shared__ float red[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int per_group = nwarps * RPW, n_groups = (n_rows + per_group - 1) / per_group;
@@ -74,26 +68,57 @@ __global__ void __launch_bounds__(256) head_bound(
     form_vector<FLAT8>(vec, red, k_len, src, NULL, 1.f, delta, delta_parts, delta_w, NULL, norm_w, eps);
     if (blockIdx.x == 0)
         for (int i = threadIdx.x; i < k_len; i += blockDim.x) xvec[i] = vec[i];
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < k_len; i += blockDim.x) ss = fmaf(vec[i], vec[i], ss);
+    float ss = 0.f, mx = 0.f;
+    for (int i = threadIdx.x; i < k_len; i += blockDim.x) {
+        ss = fmaf(vec[i], vec[i], ss);
+        mx = fmaxf(mx, fabsf(vec[i]));
+    }
     const float xn = sqrtf(block_sum(ss, red)) * 1.001f;  // ||x||_2, rounded up well past fp32's error
+    mx = warp_max(mx);
+    __syncthreads();
+    if (lane == 0) red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int k = 1; k < nwarps; ++k) mx = fmaxf(mx, red[k]);
+    const float s_x = mx > 0.f ? mx / 32767.f : 1.f, inv = 1.f / s_x;  // NaN/inf x: NaN bounds everywhere
+    signed char* xh = reinterpret_cast<signed char*>(vec + k_len);
+    signed char* xl = xh + k_len;
+    float dd = 0.f;
+    for (int i = threadIdx.x; i < k_len; i += blockDim.x) {
+        const int X = max(-32767, min(32767, __float2int_rn(vec[i] * inv)));
+        const int hi = (X + 128) >> 8;
+        xh[i] = (signed char)hi;
+        xl[i] = (signed char)(X - 256 * hi);
+        const float r = vec[i] - s_x * (float)X;
+        dd = fmaf(r, r, dd);
+    }
+    // (+ 2^-20 ||x||: r's own fp32 rounding, <= 2 u |x_i| an element)
+    const float del = sqrtf(block_sum(dd, red)) * 1.001f + 9.5367431640625e-7f * xn;
+    const int4* h4 = reinterpret_cast<const int4*>(xh);
+    const int4* l4 = reinterpret_cast<const int4*>(xl);
     const int ns = n_suppress != NULL ? n_suppress[0] : 0;
     float best = -INF_F;
     for (; g < n_groups; g += gridDim.x) {
         if (g != (int)blockIdx.x) load(g);
+        int sh[RPW], sl[RPW];
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) sh[i] = sl[i] = 0;
+#pragma unroll
+        for (int j = 0; j < NQ; ++j) {
+            if ((lane + 32 * j) * 16 < k_len) {
+                const int4 h = h4[lane + 32 * j], l = l4[lane + 32 * j];  // x's 16 columns, once for every row
+#pragma unroll
+                for (int i = 0; i < RPW; ++i) dot16_dp4a(w[i][j], h, l, sh[i], sl[i]);
+            }
+        }
 #pragma unroll
         for (int i = 0; i < RPW; ++i) {
-            float acc = 0.f;
-#pragma unroll
-            for (int j = 0; j < NQ; ++j) {
-                const int lanes = min(32, (k_len - 512 * j) >> 4);  // chunk j: 512 columns (the last: 16 x lanes)
-                if (lane < lanes) acc = dot16_q(w[i][j], vec + 512 * j + 4 * lane, 4 * lanes, acc);
-            }
-            acc = warp_sum(acc);
+            const int h = __reduce_add_sync(FULL, sh[i]), l = __reduce_add_sync(FULL, sl[i]);
             const int r = (g * nwarps + warp) * RPW + i;
             if (r < n_rows) {
-                const float2 s = sc[r];
-                const float a = s.x * acc, e = s.y * xn;
+                const float4 s = sc[r];
+                const float a = s.x * (s_x * fmaf(256.f, (float)h, (float)l));
+                const float e = fmaf(s.y, xn, s.z * del);
                 if (lane == 0) upper[r] = a + e;
                 if (!suppressed(r, suppress, ns)) best = fmaxf(best, a - e);
             }
