@@ -3,7 +3,7 @@
 A greedy step needs only the argmax of the head's fp16 logits, not the logits. Two passes find it exactly:
 
     head_bound   the int8 copy Q (one scale s_r a row) streamed in full against x rounded to 16 bits
-                 (X = rint(x / s_x), s_x = max|x| / 32767, two int8 planes: DP4A, exact int32 sums):
+                 (X = rint(x / s_x), s_x = max|x| / 32639, two int8 planes: DP4A, exact int32 sums):
                  a_r = s_r s_x (q_r . X), and a bound |z_r - a_r| <= E_r = c_r ||x|| + d_r ||x - s_x X|| on the full
                  head's fp32 dot z_r (c_r, d_r below) -> upper[r] = a_r + E_r, and each block's largest lower bound
                  a_r - E_r over the ids not suppressed
@@ -144,9 +144,11 @@ def estimate(table: BoundTable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """head_bound's (a_r, E_r) for every row in numpy (float32 as the kernel, exact integer sums)."""
     x = np.asarray(x, np.float32)
     mx = np.float32(np.abs(x).max())
-    s_x = mx / np.float32(32767) if mx > 0 else np.float32(1)
-    X = np.clip(np.rint(x * (np.float32(1) / s_x)), -32767, 32767)
-    S = table.q.astype(np.int64) @ X.astype(np.int64)
+    s_x = mx / np.float32(32639) if mx > 0 else np.float32(1)
+    X = np.clip(np.rint(x * (np.float32(1) / s_x)), -32639, 32639).astype(np.int64)
+    hi = (X + 128) >> 8  # the kernel's two int8 planes (cast as it casts: a value out of range would wrap)
+    q = table.q.astype(np.int64)
+    S = 256 * (q @ hi.astype(np.int8).astype(np.int64)) + q @ (X - 256 * hi).astype(np.int8).astype(np.int64)
     xn = np.float32(np.sqrt(np.float32(x @ x)) * X_NORM_UP)
     r = x - s_x * X.astype(np.float32)
     dl = np.float32(np.sqrt(np.float32(r @ r)) * X_NORM_UP + 2.0 ** -20 * xn)

@@ -33,7 +33,7 @@ __device__ __forceinline__ void dot16_dp4a(const uint4 w, const int4 h, const in
 
 // Pass 1, over Q [n_rows, k_len] int8 and sc [n_rows] (s_r, c_r, d_r, 0): every block forms the head's input vector
 // exactly as gemv<NV, RPW, EPI_HEAD> does (same fold, same block size; block 0 stores it to xvec), rounds it to
-// X = rint(x / s_x) in 16 bits (s_x = max|x| / 32767) kept as two int8 planes, and measures ||x||_2 and
+// X = rint(x / s_x) in 16 bits (s_x = max|x| / 32639) kept as two int8 planes, and measures ||x||_2 and
 // del = ||x - s_x X||_2 (both rounded up). Row r: a_r = s_r s_x (256 q.hi + q.lo) (int32 sums, exact), its bound
 // E_r = c_r ||x|| + d_r del; upper[r] = a_r + E_r; each block's largest lower bound a_r - E_r over the ids not
 // suppressed -> low[block] (NaN rows are left out of it: their upper bound is NaN, so pass 2 takes them). The
@@ -80,12 +80,13 @@ __global__ void __launch_bounds__(256) head_bound(
     __syncthreads();
     mx = red[0];
     for (int k = 1; k < nwarps; ++k) mx = fmaxf(mx, red[k]);
-    const float s_x = mx > 0.f ? mx / 32767.f : 1.f, inv = 1.f / s_x;  // NaN/inf x: NaN bounds everywhere
+    // |X| <= 32639, so hi = (X + 128) >> 8 stays in [-128, 127] (lo in [-128, 127]); NaN/inf x: NaN bounds everywhere
+    const float s_x = mx > 0.f ? mx / 32639.f : 1.f, inv = 1.f / s_x;
     signed char* xh = reinterpret_cast<signed char*>(vec + k_len);
     signed char* xl = xh + k_len;
     float dd = 0.f;
     for (int i = threadIdx.x; i < k_len; i += blockDim.x) {
-        const int X = max(-32767, min(32767, __float2int_rn(vec[i] * inv)));
+        const int X = max(-32639, min(32639, __float2int_rn(vec[i] * inv)));
         const int hi = (X + 128) >> 8;
         xh[i] = (signed char)hi;
         xl[i] = (signed char)(X - 256 * hi);
