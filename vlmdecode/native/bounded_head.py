@@ -39,7 +39,7 @@ import numpy as np
 
 from .kernels import HEAD_MAX_BLOCKS, KernelShapeError, Launch, _need_shared, head_blocks, ptr
 
-BOUND_RPW = 4  # rows a warp of head_bound: 4 x 1152 int8 bytes in flight a warp at gemma3-1b's hidden size
+BOUND = (4, 0)  # head_bound's (rows a warp, PF): 4 x 1152 int8 bytes in flight a warp at gemma3-1b's hidden size
 PICK_ROWS = 256  # rows a head_pick block scans (<= HEAD_MAX_BLOCKS blocks)
 X_NORM_UP = 1.001  # the kernel's factor on its fp32 ||x||_2
 
@@ -167,31 +167,32 @@ def full_pick(W: np.ndarray, x: np.ndarray, softcap: float | None = None, suppre
 
 
 # ---- launches (CuPy) -----------------------------------------------------------------------------------------------
-def bound_name(flat8: bool, nq: int) -> str:
-    return f"head_bound<{'true' if flat8 else 'false'},{nq},{BOUND_RPW}>"
+def bound_name(flat8: bool, nq: int, shape: tuple = BOUND) -> str:
+    return f"head_bound<{'true' if flat8 else 'false'},{nq},{shape[0]},{shape[1]}>"
 
 
 def pick_name(nv: int) -> str:
     return f"head_pick<{nv}>"
 
 
-def names(k_len: int, head_nv: int) -> tuple[str, str]:
+def names(k_len: int, head_nv: int, shape: tuple = BOUND) -> tuple[str, str]:
     """(head_bound, head_pick) instances for a head of reduction k_len read with head_nv fp16 loads a lane: the
     fold's FLAT8 as gemv<head_nv, .., EPI_HEAD>'s (form_vector<NV >= 5>), so the vector has the same bits."""
-    return bound_name(head_nv >= 5, -(-k_len // 512)), pick_name(head_nv)
+    return bound_name(head_nv >= 5, -(-k_len // 512), shape), pick_name(head_nv)
 
 
 def launches(fns, table: BoundTable, W, vocab: int, k_len: int, head_nv: int, threads: int, *, src, delta,
              delta_parts: int, delta_w, norm_w, eps: float, softcap: float | None, xvec, upper, low, part_v, part_i,
-             suppress, n_suppress) -> tuple[Launch, Launch]:
+             suppress, n_suppress, shape: tuple = BOUND) -> tuple[Launch, Launch]:
     """The two launches of a bounded head over `table` (its set-up from W, the fp16 head [V, ld]) with the full
     head's fold arguments and block size (threads: the full head's, so form_vector runs the same reductions).
-    Buffers: xvec [k_len], upper [V], low [HEAD_MAX_BLOCKS] float32; part_v/part_i as the full head's."""
-    nb, pn = names(k_len, head_nv)
+    Buffers: xvec [k_len], upper [V], low [HEAD_MAX_BLOCKS] float32; part_v/part_i as the full head's. shape:
+    head_bound's (rows a warp, PF), as compiled (`names`)."""
+    nb, pn = names(k_len, head_nv, shape)
     fb, fp = fns[nb], fns[pn]
     shared = _need_shared(fb, 6 * k_len)  # x in fp32 and its two int8 planes
     _need_shared(fp, 4 * k_len)
-    per_group = (threads // 32) * BOUND_RPW
+    per_group = (threads // 32) * shape[0]
     grid_b = head_blocks(fb, threads, -(-vocab // per_group), shared)
     if int(low.size) < grid_b:
         raise KernelShapeError(f"head_bound: {int(low.size)} block maxima for a grid of {grid_b}")

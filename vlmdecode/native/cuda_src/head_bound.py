@@ -37,8 +37,8 @@ __device__ __forceinline__ void dot16_dp4a(const uint4 w, const int4 h, const in
 // del = ||x - s_x X||_2 (both rounded up). Row r: a_r = s_r s_x (256 q.hi + q.lo) (int32 sums, exact), its bound
 // E_r = c_r ||x|| + d_r del; upper[r] = a_r + E_r; each block's largest lower bound a_r - E_r over the ids not
 // suppressed -> low[block] (NaN rows are left out of it: their upper bound is NaN, so pass 2 takes them). The
-// first row group's weights load before pdl_wait.
-template <bool FLAT8, int NQ, int RPW>
+// first row group's weights load before pdl_wait; PF 1: each next group's while this one is reduced (double buffer).
+template <bool FLAT8, int NQ, int RPW, int PF>
 __global__ void __launch_bounds__(256) head_bound(
     const signed char* __restrict__ Q, const float4* __restrict__ sc, const int n_rows, const int k_len,
     const float* src, const float* delta, const int delta_parts, const float* delta_w, const float* norm_w,
@@ -48,8 +48,8 @@ __global__ void __launch_bounds__(256) head_bound(
     __shared__ float red[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int per_group = nwarps * RPW, n_groups = (n_rows + per_group - 1) / per_group;
-    uint4 w[RPW][NQ];
-    auto load = [&](const int g) {
+    uint4 w[RPW][NQ], wn[PF ? RPW : 1][NQ];
+    auto load = [&](uint4 (&w)[RPW][NQ], const int g) {
 #pragma unroll
         for (int i = 0; i < RPW; ++i) {
             const int r = (g * nwarps + warp) * RPW + i;
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(256) head_bound(
     };
     pdl_trigger();
     int g = blockIdx.x;
-    if (g < n_groups) load(g);
+    if (g < n_groups) load(w, g);
     pdl_wait();  // the last layer's residual and down partials
     form_vector<FLAT8>(vec, red, k_len, src, NULL, 1.f, delta, delta_parts, delta_w, NULL, norm_w, eps);
     if (blockIdx.x == 0)
@@ -100,7 +100,11 @@ __global__ void __launch_bounds__(256) head_bound(
     const int ns = n_suppress != NULL ? n_suppress[0] : 0;
     float best = -INF_F;
     for (; g < n_groups; g += gridDim.x) {
-        if (g != (int)blockIdx.x) load(g);
+        if (PF) {
+            if (g + (int)gridDim.x < n_groups) load(reinterpret_cast<uint4 (&)[RPW][NQ]>(wn), g + gridDim.x);
+        } else if (g != (int)blockIdx.x) {
+            load(w, g);
+        }
         int sh[RPW], sl[RPW];
 #pragma unroll
         for (int i = 0; i < RPW; ++i) sh[i] = sl[i] = 0;
@@ -123,6 +127,12 @@ __global__ void __launch_bounds__(256) head_bound(
                 if (lane == 0) upper[r] = a + e;
                 if (!suppressed(r, suppress, ns)) best = fmaxf(best, a - e);
             }
+        }
+        if (PF) {
+#pragma unroll
+            for (int i = 0; i < RPW; ++i)
+#pragma unroll
+                for (int j = 0; j < NQ; ++j) w[i][j] = wn[PF ? i : 0][j];
         }
     }
     __syncthreads();
