@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
-SHAPES = [(4, 0), (2, 0), (8, 0), (2, 1), (4, 1)]
+SHAPES = [(4, 0, 1), (2, 1, 1), (4, 0, 3), (2, 0, 3), (2, 1, 3), (4, 0, 4), (2, 0, 4)]  # (rows a warp, PF, MINB)
 V, H = 262144, 1152
 
 
@@ -63,7 +63,7 @@ def main() -> None:
         bound, pick = BH.launches(fns, table, W, V, H, nv, 256, src=resid, delta=None, delta_parts=1, delta_w=None,
                                   norm_w=ones, eps=1e-6, softcap=None, xvec=xvec, upper=upper, low=low, part_v=part_v,
                                   part_i=part_i, suppress=sup, n_suppress=nsup, shape=s)
-        variants[f"bounded rpw {s[0]} pf {s[1]}"] = [bound, pick, advance(pick.grid[0])]
+        variants[f"bounded rpw {s[0]} pf {s[1]} minb {s[2]}"] = [bound, pick, advance(pick.grid[0])]
     out = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "command": " ".join(sys.argv),
            "git_sha": os.environ.get("VLMDECODE_GIT_SHA", ""), "cupy": cupy.__version__,
            "gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),

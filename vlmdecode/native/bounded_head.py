@@ -39,7 +39,7 @@ import numpy as np
 
 from .kernels import HEAD_MAX_BLOCKS, KernelShapeError, Launch, _need_shared, head_blocks, ptr
 
-BOUND = (4, 0)  # head_bound's (rows a warp, PF): 4 x 1152 int8 bytes in flight a warp at gemma3-1b's hidden size
+BOUND = (4, 0, 1)  # head_bound's (rows a warp, PF, MINB): 4 x 1152 int8 bytes in flight a warp at gemma3-1b's width
 PICK_ROWS = 256  # rows a head_pick block scans (<= HEAD_MAX_BLOCKS blocks)
 X_NORM_UP = 1.001  # the kernel's factor on its fp32 ||x||_2
 
@@ -168,7 +168,7 @@ def full_pick(W: np.ndarray, x: np.ndarray, softcap: float | None = None, suppre
 
 # ---- launches (CuPy) -----------------------------------------------------------------------------------------------
 def bound_name(flat8: bool, nq: int, shape: tuple = BOUND) -> str:
-    return f"head_bound<{'true' if flat8 else 'false'},{nq},{shape[0]},{shape[1]}>"
+    return f"head_bound<{'true' if flat8 else 'false'},{nq},{shape[0]},{shape[1]},{shape[2]}>"
 
 
 def pick_name(nv: int) -> str:
@@ -187,7 +187,7 @@ def launches(fns, table: BoundTable, W, vocab: int, k_len: int, head_nv: int, th
     """The two launches of a bounded head over `table` (its set-up from W, the fp16 head [V, ld]) with the full
     head's fold arguments and block size (threads: the full head's, so form_vector runs the same reductions).
     Buffers: xvec [k_len], upper [V], low [HEAD_MAX_BLOCKS] float32; part_v/part_i as the full head's. shape:
-    head_bound's (rows a warp, PF), as compiled (`names`)."""
+    head_bound's (rows a warp, PF, MINB), as compiled (`names`)."""
     nb, pn = names(k_len, head_nv, shape)
     fb, fp = fns[nb], fns[pn]
     shared = _need_shared(fb, 6 * k_len)  # x in fp32 and its two int8 planes
