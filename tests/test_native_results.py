@@ -306,6 +306,22 @@ def test_step_timeline_without_the_file_is_empty(tmp_path):
     assert "no data" in P.plot_step_timeline(t).axes[0].texts[0].get_text()
 
 
+def test_bounded_head_rows_per_context(tmp_path):
+    ctx = {"context": 1024, "floor_ms": 0.49, "pipeline_ms_per_token": {"native bounded": 0.82, "native full": 0.87,
+                                                                          "device": 2.0},
+           "greedy_replay_ms": {"bounded": 0.83, "full": 0.88},
+           "head_kernels": [{"kernel": "head", "ms": 0.146}, {"kernel": "head_bound", "ms": 0.085},
+                            {"kernel": "head_pick", "ms": 0.009}],
+           "tokens": {"equal": True, "candidates_last_step": 1}}
+    (tmp_path / R.BOUNDED_FILE).write_text(json.dumps({"provenance": {}, "ctx1024": ctx, "ctx4096_error": "x"}))
+    t = R.bounded_head(tmp_path)
+    assert list(t["context"]) == [1024] and t.attrs["floor_ms"] == {1024: 0.49}
+    row = t.iloc[0]
+    assert row["native bounded"] == 0.82 and np.isnan(row["genai graph"]) and row["head_bound_us"] == 85.0
+    assert bool(row["tokens_equal"]) and row["candidates"] == 1
+    assert R.bounded_head(tmp_path / "none").empty
+
+
 def test_warp_stalls_shares_and_other(tmp_path):
     classes = {"gate_up": {"launches": 26, "us": 437.0, "dram_tb_s": 1.9, "issue_active_pct": 40.9,
                            "warps_active_pct": 33.9, "stall_share": {"long_scoreboard": 0.46, "short_scoreboard": 0.15,

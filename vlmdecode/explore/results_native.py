@@ -16,6 +16,9 @@
     layer_budget(root=None)    a layer's span per kernel class (step_timeline) beside one kernel's plain read of
                                that class's weights (read_rates), and what a step would take if every GEMV ran at
                                that read rate with attention and the LM head as measured
+    bounded_head(root=None)    the bounded LM head against the full head (BOUNDED_FILE, scripts/h200_bounded_head.py):
+                               per context the greedy step and the per-token times of both heads, device mode and
+                               onnxruntime-genai graph, the head kernels alone, whether the tokens were equal
     warp_stalls(root=None)     where each kernel class's warps wait (STALLS_FILE, scripts/h200_native_stalls.py):
                                Nsight Compute's stall reasons as shares of resident warp cycles, issue- and
                                warps-active shares, µs and TB/s per class over one serialized step
@@ -32,6 +35,7 @@ with its replayed step from `h200_step_cap1088.json`, the floor from `h200_nativ
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -39,6 +43,7 @@ import pandas as pd
 from .results import _recorded_json, load_results, results_dir
 
 NCU_FILE = "h200_native_ncu_gemma3-1b.json"
+BOUNDED_FILE = "h200_bounded_head.json"
 STEP_GROUPS = ("attention", "GEMV / matmul", "norm", "other")
 DECODERS = ("native", "onnxruntime")
 NATIVE_GROUPS = {"attn": "attention", "qkv": "GEMV / matmul", "o": "GEMV / matmul", "gate_up": "GEMV / matmul",
@@ -290,3 +295,27 @@ def warp_stalls(root=None, name: str = STALLS_FILE) -> pd.DataFrame:
     t = pd.DataFrame(rows, columns=cols)
     t.attrs["source"] = name
     return t
+
+
+def bounded_head(root=None) -> pd.DataFrame:
+    """One row per recorded context of BOUNDED_FILE: ms a token through the pipeline (native with the bounded and
+    with the full head, device, genai graph), the replayed greedy steps, the head kernels alone (µs) and the token
+    check; attrs: source, floor_ms by context. Empty without the file."""
+    data = _recorded_json(None if root is None else Path(root) / BOUNDED_FILE, BOUNDED_FILE)
+    cols = ["context", "native bounded", "native full", "device", "genai graph", "replay bounded", "replay full",
+            "head_us", "head_bound_us", "head_pick_us", "tokens_equal", "candidates"]
+    rows, floors = [], {}
+    for key, r in (data or {}).items():
+        if not key.startswith("ctx") or not isinstance(r, dict):
+            continue
+        ms, ker = r["pipeline_ms_per_token"], {k["kernel"]: k["ms"] * 1e3 for k in r["head_kernels"]}
+        rows.append({"context": r["context"], **{m: ms.get(m, np.nan) for m in cols[1:5]},
+                     "replay bounded": r["greedy_replay_ms"]["bounded"], "replay full": r["greedy_replay_ms"]["full"],
+                     "head_us": ker.get("head"), "head_bound_us": ker.get("head_bound"),
+                     "head_pick_us": ker.get("head_pick"), "tokens_equal": r["tokens"]["equal"],
+                     "candidates": r["tokens"]["candidates_last_step"]})
+        floors[r["context"]] = r["floor_ms"]
+    t = pd.DataFrame(rows, columns=cols)
+    t.attrs.update(source=BOUNDED_FILE if data else "", floor_ms=floors)
+    return t
+
