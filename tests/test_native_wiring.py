@@ -221,6 +221,24 @@ def test_refusals(fake, folders, tmp_path):
     plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))
     with pytest.raises(PlanError, match="rotary table"):
         ND.check_plan(plan, plan.layers[0].rope_cos.shape[0] + 1)
+    with pytest.raises(ValueError, match="head must be one of"):
+        _decoder(folders["tiny", "unfused"], head="int8")
+    odd = build_fixture(preset("tiny", dtype="fp16", hidden_size=72), tmp_path / "h72")  # 72: not 16 x n
+    with pytest.raises(PlanError, match="multiple of 16"):
+        _decoder(odd, head="bounded")
+    assert _decoder(odd).counters()["head"] == "full"  # "auto": the full head where the bounded one cannot run
+
+
+def test_full_head_option(fake, folders):
+    """head="full": no int8 copy, the full head in every step (5 a layer + 2); the same tokens as the default."""
+    full = _decoder(folders["split-k", "fused-cuda"], head="full")
+    assert full.bound_table is None and full.counters()["head"] == "full"
+    assert full.kernels_per_step() == 5 * full.plan.num_layers + 2
+    auto = _decoder(folders["split-k", "fused-cuda"])
+    assert auto.bound_table.q.shape == (auto.plan.vocab, auto.plan.hidden)
+    assert auto.kernels_per_step() == len(full.body) + 2
+    x, greedy = np.asarray(full.table)[prompt_ids(10)], Sampler(SamplingParams())
+    assert list(auto.generate(x, 12, greedy)) == list(full.generate(x, 12, greedy))
 
 
 # ---- the native prefill (native.prefill: cuBLAS and its row kernels emulated, tests/prefill_emulator.py) --------
