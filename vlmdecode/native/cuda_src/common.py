@@ -90,6 +90,22 @@ __device__ __forceinline__ void better(float& a, long long& ia, float b, long lo
     if (b != b || (a == a && (b > a || (b == a && ib < ia)))) { a = b; ia = ib; }
 }
 
+// the block's (max, first index) partial from each warp's (bv, bi), NaN where a warp saw a NaN/+inf (`bad`):
+// thread 0 writes part_v/part_i[block]. best_v, best_i: 32 slots of shared memory. The LM heads' last step.
+__device__ __forceinline__ void block_partial(const float bv, const long long bi, const bool bad, float* best_v,
+                                              long long* best_i, float* part_v, long long* part_i) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    if (lane == 0) { best_v[warp] = bad ? NAN_F : bv; best_i[warp] = bi; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float a = best_v[0];
+        long long ia = best_i[0];
+        for (int k = 1; k < nwarps; ++k) better(a, ia, best_v[k], best_i[k]);
+        part_v[blockIdx.x] = a;
+        part_i[blockIdx.x] = ia;
+    }
+}
+
 __device__ __forceinline__ float gelu_tanh(float x) {
     return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }

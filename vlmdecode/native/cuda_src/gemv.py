@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(256) gemv(
     __shared__ float red[32];
     __shared__ float best_v[32];
     __shared__ long long best_i[32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
     const int k0 = blockIdx.y * k_len;
     static_assert(EPI != EPI_GELU || RPW % 2 == 0, "GELU rows come in (gate, up) pairs");
     const int per_group = nwarps * (EPI == EPI_GELU ? RPW / 2 : RPW);
@@ -146,15 +146,7 @@ __global__ void __launch_bounds__(256) gemv(
         }
     }
     if (EPI == EPI_HEAD) {
-        if (lane == 0) { best_v[warp] = bad ? NAN_F : bv; best_i[warp] = bi; }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float a = best_v[0];
-            long long ia = best_i[0];
-            for (int k = 1; k < nwarps; ++k) better(a, ia, best_v[k], best_i[k]);
-            part_v[blockIdx.x] = a;
-            part_i[blockIdx.x] = ia;
-        }
+        block_partial(bv, bi, bad, best_v, best_i, part_v, part_i);
     }
     STAMP_END();
 }

@@ -204,14 +204,6 @@ __global__ void __launch_bounds__(256) head_pick(
             if (xv > bv || bi == NO_INDEX) { bv = xv; bi = row; }
         }
     }
-    if (lane == 0) { best_v[warp] = bad ? NAN_F : bv; best_i[warp] = bi; }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float a = best_v[0];
-        long long ia = best_i[0];
-        for (int k = 1; k < nwarps; ++k) better(a, ia, best_v[k], best_i[k]);
-        part_v[blockIdx.x] = a;
-        part_i[blockIdx.x] = ia;
-    }
+    block_partial(bv, bi, bad, best_v, best_i, part_v, part_i);
 }
 """
