@@ -165,12 +165,18 @@ def test_lm_head_logits_and_argmax(V, softcap, warps, rpw, pf):
     assert tok == int(np.argmax(logits.astype(np.float32)))  # first max of the stored fp16 logits
 
 
-def test_lm_head_ties_and_non_finite():
+def _tied_head():
+    """A random head whose rows 4242, 77777 and 99990 are equal and give the largest logits."""
     rng = np.random.default_rng(3)
     V, H = 100000, 64
     W = (rng.standard_normal((V, H)) * 0.1).astype(np.float16)
     resid = rng.standard_normal(H).astype(np.float32)
-    W[[99990, 4242, 77777]] = (rms(resid, 1.0, 1e-6) * 2).astype(np.float16)  # three equal, largest logits
+    W[[99990, 4242, 77777]] = (rms(resid, 1.0, 1e-6) * 2).astype(np.float16)
+    return V, H, W, resid
+
+
+def test_lm_head_ties_and_non_finite():
+    V, H, W, resid = _tied_head()
     logits, tok = _head(V, H, W, resid)
     assert logits[4242] == logits[99990] == logits[77777] == logits.max()
     assert tok == 4242
@@ -230,11 +236,7 @@ def test_bounded_head_picks_the_full_heads_token(V, H, softcap):
 
 
 def test_bounded_head_ties_suppression_and_non_finite():
-    rng = np.random.default_rng(3)
-    V, H = 100000, 64
-    W = (rng.standard_normal((V, H)) * 0.1).astype(np.float16)
-    resid = rng.standard_normal(H).astype(np.float32)
-    W[[99990, 4242, 77777]] = (rms(resid, 1.0, 1e-6) * 2).astype(np.float16)  # three equal, largest logits
+    V, H, W, resid = _tied_head()
     for sup in ((), (4242, 5), (4242, 77777, 99990)):
         assert _bounded(V, H, W, resid, suppress=sup)[0] == _head(V, H, W, resid, suppress=sup)[1]
     W[123] = np.nan
