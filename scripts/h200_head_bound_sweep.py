@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
-SHAPES = [(4, 0, 1), (2, 1, 1), (4, 0, 3), (2, 0, 3), (2, 1, 3), (4, 0, 4), (2, 0, 4)]  # (rows a warp, PF, MINB)
+SHAPES = [(4, 0, 0), (2, 1, 0), (4, 0, 2), (4, 0, 3), (2, 0, 3), (2, 1, 3), (4, 0, 4), (2, 0, 4)]  # (rows, PF, MINB)
 V, H = 262144, 1152
 
 

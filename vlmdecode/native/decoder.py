@@ -184,7 +184,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                 post_ffn_norm=f32(L.post_ffn_norm), q_norm=opt(L.q_norm), k_norm=opt(L.k_norm), cos=cos, sin=sin))
         self.final_norm = f32(plan.final_norm)
         self.lm_head = rows(plan.lm_head)  # tied: lm_head is embed_table.T, so this is the table itself
-        # the bounded head's int8 copy and row bounds (vocab x hidden bytes + 8 a row), quantised on the GPU
+        # the bounded head's int8 copy and row bounds (vocab x hidden bytes + 16 a row), quantised on the GPU
         self.bound_table = None
         if self.head_kind == "bounded":
             t = BH.quantise(self.lm_head, plan.hidden)

@@ -38,7 +38,7 @@ __device__ __forceinline__ void dot16_dp4a(const uint4 w, const int4 h, const in
 // E_r = c_r ||x|| + d_r del; upper[r] = a_r + E_r; each block's largest lower bound a_r - E_r over the ids not
 // suppressed -> low[block] (NaN rows are left out of it: their upper bound is NaN, so pass 2 takes them). The
 // first row group's weights load before pdl_wait; PF 1: each next group's while this one is reduced (double buffer).
-// MINB: blocks an SM the registers must allow (ptxas caps them at 65536 / (256 MINB)).
+// MINB: blocks an SM the registers must allow (ptxas caps them at 65536 / (256 MINB)); 0: ptxas's own choice.
 template <bool FLAT8, int NQ, int RPW, int PF, int MINB>
 __global__ void __launch_bounds__(256, MINB) head_bound(
     const signed char* __restrict__ Q, const float4* __restrict__ sc, const int n_rows, const int k_len,
