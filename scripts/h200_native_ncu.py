@@ -63,11 +63,15 @@ def step(path: str) -> None:
 
     pipe = native_prepared()
     dec = pipe.decoder
-    out = {"native_replay_ms": [dec.replay_ms(200) for _ in range(5)], "kernels_per_step": dec.kernels_per_step(),
+    # the body (sampling's step: the full head) replayed in place; then the greedy step the profile runs (the bounded
+    # head's tail by default), replayed along the sequence from the prompt
+    out = {"native_replay_ms": [dec.replay_ms(200) for _ in range(5)],
+           "native_greedy_replay_ms": dec.replay_ms(CAPACITY - CONTEXT - 8, greedy=True),
+           "kernels_per_step": dec.kernels_per_step(),
            "pdl": dec.pdl, "shapes": str(dec.shapes),
            "launches": [{"launch": b.name, "grid": [int(g) for g in b.grid], "block": [int(t) for t in b.block],
                          "planned_bytes": int(b.nbytes)}
-                        for b in dec.body + [dec.advance_greedy]]}
+                        for b in dec.step_launches(True)]}  # the greedy step: the bounded head's tail if any
     folder = ModelFolder.load(h200_native._gemma["folder"])
     bw = bench.copy_bandwidth()
     weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, CONTEXT)
@@ -142,7 +146,8 @@ def native_rows(kernels: list[dict], launches: list[dict]) -> list[dict]:
         raise RuntimeError(f"ncu profiled {len(kernels)} kernels; the native step launches {len(launches)}")
     rows = []
     for i, (k, lau) in enumerate(zip(kernels, launches)):
-        stem = {"attn": "attention", "head": "gemv", "advance": "advance"}.get(lau["launch"].split(".")[-1], "gemv")
+        stem = {"attn": "attention", "head": "gemv", "advance": "advance", "head_bound": "head_bound",
+                "head_pick": "head_pick"}.get(lau["launch"].split(".")[-1], "gemv")
         if stem not in k["name"]:
             raise RuntimeError(f"kernel {i}: ncu saw {k['name'][:60]!r} where the step launches {lau['launch']}")
         r = row(k)
@@ -170,7 +175,8 @@ def summarize(step_info: dict, native_csv: Path, ort_csv: Path, folder, metrics:
     ort = [{"side": "onnxruntime", "index": i, "launch": "", "class": h200_kernels.group(k["name"]),
             "planned_bytes": None, **row(k)} for i, k in enumerate(ort_kernels)]
     body = [r for r in nat if r["class"] != "advance"]
-    replay = min(step_info["native_replay_ms"])
+    # the profiled step is the greedy one: its replays where recorded (files before the bounded head: the body's)
+    replay = step_info.get("native_greedy_replay_ms") or min(step_info["native_replay_ms"])
     ort_step = min(step_info["ort_graph_step_ms"])
     prov = provenance({"gemma3-1b/fused-cuda": folder} if folder else None)
     prov["ncu"] = ncu_version()
@@ -188,14 +194,17 @@ def summarize(step_info: dict, native_csv: Path, ort_csv: Path, folder, metrics:
         "provenance": prov,
         "method": ("ncu " + " ".join(["--cache-control none --clock-control none --print-units base --metrics",
                                       ",".join(metrics)])
-                   + "; one uncaptured native step (body + advance) and one eager onnxruntime step, after warm-up; "
+                   + "; one uncaptured native greedy step (the layers, the bounded head's two kernels or the full "
+                     "head, advance) and one eager onnxruntime step, after warm-up; "
                      "kernels serialized by ncu (no PDL overlap, no launch gaps); replayed steps measured in a "
-                     "separate process without ncu (CUDA events, 5 x 200 replays, min)"),
+                     "separate process without ncu (CUDA events: the body 5 x 200 replays, min; the greedy step "
+                     "along the sequence once)"),
         "context": CONTEXT, "kv_capacity": CAPACITY,
         "copy_bandwidth_tb_s": step_info["copy_bandwidth_tb_s"], "weight_bytes": step_info["weight_bytes"],
         "kv_bytes": step_info["kv_bytes"], "floor_ms": step_info["floor_ms"],
         "native_replay_ms": step_info["native_replay_ms"], "ort_graph_step_ms": step_info["ort_graph_step_ms"],
         "native_replay_median_ms": statistics.median(step_info["native_replay_ms"]),
+        "native_greedy_replay_ms": step_info.get("native_greedy_replay_ms"),
         "kernels_per_step": step_info["kernels_per_step"], "pdl": step_info["pdl"], "shapes": step_info["shapes"],
         "native": sides["native"], "onnxruntime": sides["onnxruntime"], "rows": nat + ort}
 

@@ -47,7 +47,8 @@ BOUNDED_FILE = "h200_bounded_head.json"
 STEP_GROUPS = ("attention", "GEMV / matmul", "norm", "other")
 DECODERS = ("native", "onnxruntime")
 NATIVE_GROUPS = {"attn": "attention", "qkv": "GEMV / matmul", "o": "GEMV / matmul", "gate_up": "GEMV / matmul",
-                 "down": "GEMV / matmul", "head": "GEMV / matmul"}  # advance: other
+                 "down": "GEMV / matmul", "head": "GEMV / matmul", "head_bound": "GEMV / matmul",
+                 "head_pick": "GEMV / matmul"}  # advance: other
 ORT_PATTERNS = [  # onnxruntime kernel names, first match wins; rotary + KV append and GQA's sequence lengths are
     # attention's work (the native attention kernel does them)
     ("attention", r"mha|attention|attn|flash|xqa|rope|rotary|sequencelength|softmax|gqa"),
