@@ -118,7 +118,9 @@ def head_bound(name, grid, a):
     view(xvec, F32, k)[:] = x
     from vlmdecode.native.bounded_head import BoundTable, estimate
 
-    table = BoundTable(view(Q, np.int8, V * k).reshape(V, k), view(sc, F32, 4 * V).reshape(V, 4))
+    bits = int(name[name.index("<") + 1:-1].split(",")[5])  # head_bound<FLAT8,NQ,RPW,PF,MINB,BITS>
+    width = k if bits == 8 else 3 * k // 4
+    table = BoundTable(view(Q, np.int8, V * width).reshape(V, width), view(sc, F32, 4 * V).reshape(V, 4), bits)
     est, e = (v.astype(np.float64) for v in estimate(table, view(xvec, F32, k)))
     view(upper, F32, V)[:] = est + e
     lows = est - e

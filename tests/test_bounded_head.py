@@ -17,6 +17,37 @@ from vlmdecode.native.kernels import KernelShapeError
 def test_width_must_be_a_multiple_of_16():
     with pytest.raises(KernelShapeError, match="multiple of 16"):
         BH.quantise(np.zeros((4, 40), np.float16))
+    with pytest.raises(KernelShapeError, match="multiple of 64"):
+        BH.quantise(np.zeros((4, 48), np.float16), bits=6)
+    with pytest.raises(KernelShapeError, match="bits a weight"):
+        BH.quantise(np.zeros((4, 64), np.float16), bits=4)
+
+
+def _kernel_unpack6(packed: np.ndarray, k: int) -> np.ndarray:
+    """head_bound<.., 6>'s reading of one row, word by word as the CUDA code does (little-endian words; unpack6's
+    masks and shifts; chunk m's nibble words 8m .. 8m + 7 and crumb words 4m .. 4m + 3)."""
+    words = packed.view(np.uint8).astype(np.uint32)
+    words = words.reshape(-1, 4) @ np.array([1, 1 << 8, 1 << 16, 1 << 24], np.uint32)
+    nib, crumb = words[: k // 8], words[k // 8:]
+    m4, m2 = 0x0F0F0F0F, 0x03030303
+    out = []
+    for m in range(k // 64):
+        for q in range(4):
+            n0, n1, c = int(nib[8 * m + 2 * q]), int(nib[8 * m + 2 * q + 1]), int(crumb[4 * m + q])
+            for u in ((n0 & m4) | ((c & m2) << 4), ((n0 >> 4) & m4) | (((c >> 2) & m2) << 4),
+                      (n1 & m4) | (((c >> 4) & m2) << 4), ((n1 >> 4) & m4) | (((c >> 6) & m2) << 4)):
+                out += [(u >> (8 * b)) & 255 for b in range(4)]
+    return np.array(out, np.int16) - 32
+
+
+@pytest.mark.parametrize("k", [64, 128, 1152])
+def test_pack6_is_what_the_kernel_reads(k):
+    rng = np.random.default_rng(k)
+    q = rng.integers(-31, 32, (3, k)).astype(np.int8)
+    packed = BH.pack6(q)
+    assert packed.shape == (3, 3 * k // 4) and (BH.unpack6(packed, k) == q).all()
+    for r in range(3):
+        assert (_kernel_unpack6(packed[r], k) == q[r]).all()
 
 
 def _x(rng, k, outliers):
@@ -38,10 +69,10 @@ def _bound_holds(table, W, x):
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), V=st.integers(1, 1500), k16=st.integers(1, 40),
        softcap=st.sampled_from([None, 30.0, 2.0]), ties=st.integers(0, 3), n_sup=st.integers(0, 4),
-       outliers=st.booleans(), scale=st.sampled_from([1e-3, 0.05, 1.0, 300.0]))
-def test_bounded_pick_equals_full_pick(seed, V, k16, softcap, ties, n_sup, outliers, scale):
+       outliers=st.booleans(), scale=st.sampled_from([1e-3, 0.05, 1.0, 300.0]), bits=st.sampled_from(BH.BITS))
+def test_bounded_pick_equals_full_pick(seed, V, k16, softcap, ties, n_sup, outliers, scale, bits):
     rng = np.random.default_rng(seed)
-    k = 16 * k16
+    k = 16 * k16 if bits == 8 else 64 * (1 + k16 % 12)
     W = (rng.standard_normal((V, k)) * scale).astype(np.float16)
     x = _x(rng, k, outliers)
     if ties and V > ties:  # copies of the best row: equal logits, the first index must win
@@ -55,7 +86,7 @@ def test_bounded_pick_equals_full_pick(seed, V, k16, softcap, ties, n_sup, outli
         W[r] = W[near]
         W[r, int(np.argmax(np.abs(x)))] = np.nextafter(W[near, int(np.argmax(np.abs(x)))], np.float16(0))
     sup = tuple(int(i) for i in rng.choice(V, min(n_sup, V), replace=False))
-    table = BH.quantise(W)
+    table = BH.quantise(W, bits=bits)
     assert _bound_holds(table, W, x)
     tok, n_cand = BH.reference_pick(table, W, x, softcap, sup)
     assert tok == BH.full_pick(W, x, softcap, sup)

@@ -191,12 +191,12 @@ def test_lm_head_ties_and_non_finite():
     assert _head(V, H, W, resid)[1] == -1
 
 
-def _bounded(V, H, W, resid, softcap=None, suppress=()):
+def _bounded(V, H, W, resid, softcap=None, suppress=(), bits=8):
     """The bounded head's two launches (native.bounded_head) + advance: (token, the winner's value, candidates)."""
     nv = K.loads_per_lane(H)
-    fns = K.compile_module(set(), set(), (), BH.names(H, nv))
+    fns = K.compile_module(set(), set(), (), BH.names(H, nv, bits=bits))
     Wd = cupy.asarray(W)
-    table = BH.quantise(Wd)
+    table = BH.quantise(Wd, bits=bits)
     part_v, part_i = poisoned(K.HEAD_MAX_BLOCKS), cupy.full(K.HEAD_MAX_BLOCKS, -5, cupy.int64)
     xvec, upper, low = poisoned(H), poisoned(V), poisoned(K.HEAD_MAX_BLOCKS)
     sup = cupy.asarray(list(suppress) + [0], cupy.int64)
@@ -214,13 +214,14 @@ def _bounded(V, H, W, resid, softcap=None, suppress=()):
     assert (pi != -5).all(), "a head_pick block did not write its partial"
     x = xvec.get().astype(np.float32)
     assert np.array_equal(x, rms(resid, 1.0, 1e-6).astype(np.float32)) or rel(x, rms(resid, 1.0, 1e-6)) < 1e-6
-    return int(ring.get()[0]), pv, BH.reference_pick(table.__class__(table.q.get(), table.sc.get()), W, x, softcap,
-                                                     suppress)
+    return int(ring.get()[0]), pv, BH.reference_pick(BH.BoundTable(table.q.get(), table.sc.get(), bits), W, x,
+                                                     softcap, suppress)
 
 
+@pytest.mark.parametrize("bits", BH.BITS)
 @pytest.mark.parametrize("V,H,softcap", [(262144, 1152, None), (262144, 1152, 30.0), (50001, 64, 2.0),
                                          (320, 64, 30.0), (4099, 1536, None)])
-def test_bounded_head_picks_the_full_heads_token(V, H, softcap):
+def test_bounded_head_picks_the_full_heads_token(V, H, softcap, bits):
     """head_bound + head_pick: the full head's token and winning value (the same bits: head_pick computes a
     candidate as gemv's EPI_HEAD does, from the same vector), the numpy reference's token, a handful of candidates."""
     rng = np.random.default_rng(V + H)
@@ -229,22 +230,23 @@ def test_bounded_head_picks_the_full_heads_token(V, H, softcap):
         resid = rng.standard_normal(H).astype(np.float32)
         resid[rng.integers(0, H, 2)] *= 40  # outliers
         logits, want = _head(V, H, W, resid, softcap, warps=8, rpw=2, pf=0)  # the decoder's head shape
-        tok, pv, (ref_tok, n_cand) = _bounded(V, H, W, resid, softcap)
+        tok, pv, (ref_tok, n_cand) = _bounded(V, H, W, resid, softcap, bits=bits)
         assert tok == want == ref_tok, trial
         assert np.float32(logits[want]) == np.nanmax(pv)  # the winner's fp16 logit, bit for bit
-        assert n_cand < 64
+        assert n_cand < (64 if bits == 8 else V / 3 + 64)  # 6 bits: 4.3k of 262144, 1.1k of 4099 (numpy, these seeds)
 
 
-def test_bounded_head_ties_suppression_and_non_finite():
+@pytest.mark.parametrize("bits", BH.BITS)
+def test_bounded_head_ties_suppression_and_non_finite(bits):
     V, H, W, resid = _tied_head()
     for sup in ((), (4242, 5), (4242, 77777, 99990)):
-        assert _bounded(V, H, W, resid, suppress=sup)[0] == _head(V, H, W, resid, suppress=sup)[1]
+        assert _bounded(V, H, W, resid, suppress=sup, bits=bits)[0] == _head(V, H, W, resid, suppress=sup)[1]
     W[123] = np.nan
-    assert _bounded(V, H, W, resid)[0] == -1
-    assert _bounded(V, H, W, resid, suppress=(123,))[0] == 4242
+    assert _bounded(V, H, W, resid, bits=bits)[0] == -1
+    assert _bounded(V, H, W, resid, suppress=(123,), bits=bits)[0] == 4242
     W[123] = 0
     W[9] = 60000 * np.sign(rms(resid, 1.0, 1e-6))  # overflows fp16: +inf logit
-    assert _bounded(V, H, W, resid)[0] == _head(V, H, W, resid)[1] == -1
+    assert _bounded(V, H, W, resid, bits=bits)[0] == _head(V, H, W, resid)[1] == -1
 
 
 # ---- attention ----------------------------------------------------------------------------------
@@ -648,6 +650,9 @@ def test_native_bounded_head_tokens_equal_full_head(folders, image, layout):
         assert not auto.decoder.bounded_now(True)
     got = auto.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=()).tokens
     assert got == full.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=()).tokens
+    six = vlmdecode.load(folders[layout], "cuda", "native", head_bits=6)  # the 6-bit copy: the same tokens
+    assert six.decoder.counters()["head"] == "bounded6"
+    assert six.generate(PROMPT, image=image, max_new_tokens=STEPS, stop=()).tokens == got
 
 
 def test_native_lookahead_stop_then_the_next_generation(folders, image):

@@ -238,7 +238,14 @@ def test_full_head_option(fake, folders):
     assert auto.bound_table.q.shape == (auto.plan.vocab, auto.plan.hidden)
     assert auto.kernels_per_step() == len(full.body) + 2
     x, greedy = np.asarray(full.table)[prompt_ids(10)], Sampler(SamplingParams())
-    assert list(auto.generate(x, 12, greedy)) == list(full.generate(x, 12, greedy))
+    want = list(full.generate(x, 12, greedy))
+    assert list(auto.generate(x, 12, greedy)) == want
+    six = _decoder(folders["split-k", "fused-cuda"], head_bits=6)  # the 6-bit copy: 3/4 of the int8 bytes
+    assert six.counters()["head"] == "bounded6"
+    assert six.bound_table.q.shape == (six.plan.vocab, 3 * six.plan.hidden // 4)
+    assert list(six.generate(x, 12, greedy)) == want
+    with pytest.raises(ValueError, match="head_bits"):
+        _decoder(folders["split-k", "fused-cuda"], head_bits=4)
 
 
 # ---- the native prefill (native.prefill: cuBLAS and its row kernels emulated, tests/prefill_emulator.py) --------

@@ -51,51 +51,83 @@ def gamma(k: int) -> float:
     return 3.0 * k * 2.0 ** -24 + 2.0 ** -20
 
 
-def check_width(k_len: int) -> None:
-    if k_len % 16 or k_len <= 0:
-        raise KernelShapeError(f"the bounded LM head reads 16 int8 weights a load: hidden size {k_len} is not a "
-                               "multiple of 16 (use head='full')")
+BITS = (8, 6)  # the copy's widths: 8 (the default), 6 (nibble + crumb planes, `pack6`; not yet measured on a GPU)
+
+
+def check_width(k_len: int, bits: int = 8) -> None:
+    if bits not in BITS:
+        raise KernelShapeError(f"the bounded LM head's copy has {BITS} bits a weight, not {bits}")
+    unit = 16 if bits == 8 else 64
+    if k_len % unit or k_len <= 0:
+        raise KernelShapeError(f"the bounded LM head at {bits} bits reads {unit} weights a lane at a time: hidden size "
+                               f"{k_len} is not a multiple of {unit} (use head='full')")
+
+
+def pack6(q, xp=np):
+    """q [V, k] int8 in [-31, 31] -> [V, 3k / 4] bytes (as int8): u = q + 32, k / 2 nibble bytes (8 columns a 4-byte
+    word: byte b holds column b in its low and 4 + b in its high nibble) then k / 4 crumb bytes (16 columns a word:
+    byte b, bit pair j holds the top two bits of column 4 j + b); head_bound<.., 6>'s unpack6 reads them back."""
+    V, k = int(q.shape[0]), int(q.shape[1])
+    u = (q.astype(xp.int16) + 32).astype(xp.uint8)
+    lo, hi = u & 15, u >> 4
+    g8 = lo.reshape(V, k // 8, 2, 4)  # [.., word, half (columns 0-3 / 4-7), byte]
+    nib = (g8[:, :, 0, :] | (g8[:, :, 1, :] << 4)).reshape(V, k // 2)
+    g16 = hi.reshape(V, k // 16, 4, 4)  # [.., word, j (4-column group), byte]
+    crumb = (g16[:, :, 0, :] | (g16[:, :, 1, :] << 2) | (g16[:, :, 2, :] << 4) | (g16[:, :, 3, :] << 6))
+    return xp.concatenate([nib, crumb.reshape(V, k // 4)], axis=1).view(xp.int8)
+
+
+def unpack6(packed, k: int) -> np.ndarray:
+    """pack6's inverse in numpy: [V, 3k / 4] -> q [V, k] int8."""
+    p = np.asarray(packed).view(np.uint8)
+    V = p.shape[0]
+    nib, crumb = p[:, : k // 2].reshape(V, k // 8, 1, 4), p[:, k // 2:].reshape(V, k // 16, 1, 4)
+    lo = np.concatenate([nib & 15, nib >> 4], axis=2).reshape(V, k)
+    hi = np.concatenate([(crumb >> (2 * j)) & 3 for j in range(4)], axis=2).reshape(V, k)
+    return ((hi.astype(np.int16) << 4 | lo) - 32).astype(np.int8)
 
 
 @dataclass
 class BoundTable:
-    """The head's int8 copy Q [V, k] and (s_r, c_r, d_r, 0) [V, 4] float32, on the array module of W (numpy or
-    CuPy)."""
+    """The head's copy Q and (s_r, c_r, d_r, 0) [V, 4] float32, on the array module of W (numpy or CuPy). bits 8:
+    Q [V, k] int8; 6: Q [V, 3k / 4], `pack6`'s planes."""
 
     q: object
     sc: object
+    bits: int = 8
 
     @property
     def nbytes(self) -> int:
         return int(self.q.nbytes + self.sc.nbytes)
 
 
-def quantise(W, k_len: int | None = None, rows_per_chunk: int = 4096) -> BoundTable:
+def quantise(W, k_len: int | None = None, rows_per_chunk: int = 4096, bits: int = 8) -> BoundTable:
     """W [V, ld] fp16 rows (the head's `rows_layout`; the first k_len columns used) -> its BoundTable. Row r:
-    s_r = max|W_r| / 127, q = rint(W_r / s_r) in [-127, 127], c_r and d_r as the module docstring says, in float64
-    and rounded up to float32. Chunked over rows: float64 temporaries of rows_per_chunk rows (a few of 38 MB at
-    gemma3-1b's width), which CuPy's pool keeps for later allocations."""
+    s_r = max|W_r| / qmax, q = rint(W_r / s_r) in [-qmax, qmax] (qmax 127 at 8 bits, 31 at 6), c_r and d_r as the
+    module docstring says, in float64 and rounded up to float32. Chunked over rows: float64 temporaries of
+    rows_per_chunk rows (a few of 38 MB at gemma3-1b's width), which CuPy's pool keeps for later allocations."""
     xp = _xp(W)
     V, k = int(W.shape[0]), int(W.shape[1] if k_len is None else k_len)
-    check_width(k)
-    q = xp.empty((V, k), xp.int8)
+    check_width(k, bits)
+    qmax = 2 ** (bits - 1) - 1
+    q = xp.empty((V, k if bits == 8 else 3 * k // 4), xp.int8)
     sc = xp.zeros((V, 4), xp.float32)
     g = gamma(k)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for r0 in range(0, V, rows_per_chunk):
             w = W[r0: r0 + rows_per_chunk, :k].astype(xp.float64)
-            s = (xp.abs(w).max(axis=1) / 127.0).astype(xp.float32)  # the fp32 scale the kernel multiplies by
+            s = (xp.abs(w).max(axis=1) / qmax).astype(xp.float32)  # the fp32 scale the kernel multiplies by
             s64 = s.astype(xp.float64)[:, None]
-            qi = xp.clip(xp.rint(w / xp.where(s64 == 0, 1.0, s64)), -127, 127)
+            qi = xp.clip(xp.rint(w / xp.where(s64 == 0, 1.0, s64)), -qmax, qmax)
             qi = xp.where(xp.isfinite(qi), qi, 0)
             err = xp.sqrt(((w - s64 * qi) ** 2).sum(axis=1))
             n = xp.sqrt((w * w).sum(axis=1))
             d = n + err
-            q[r0: r0 + rows_per_chunk] = qi.astype(xp.int8)
+            q[r0: r0 + rows_per_chunk] = qi.astype(xp.int8) if bits == 8 else pack6(qi.astype(xp.int8), xp)
             sc[r0: r0 + rows_per_chunk, 0] = s
             sc[r0: r0 + rows_per_chunk, 1] = _up(xp, err + g * (n + d))
             sc[r0: r0 + rows_per_chunk, 2] = _up(xp, d * (1 + g))
-    return BoundTable(q, sc)
+    return BoundTable(q, sc, bits)
 
 
 def _up(xp, v):
@@ -150,7 +182,7 @@ def estimate(table: BoundTable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s_x = mx / np.float32(32639) if mx > 0 else np.float32(1)
     X = np.clip(np.rint(x * (np.float32(1) / s_x)), -32639, 32639).astype(np.int64)
     hi = (X + 128) >> 8  # the kernel's two int8 planes (cast as it casts: a value out of range would wrap)
-    q = table.q.astype(np.int64)
+    q = (table.q if table.bits == 8 else unpack6(table.q, len(x))).astype(np.int64)  # 6 bits: through the packing
     S = 256 * (q @ hi.astype(np.int8).astype(np.int64)) + q @ (X - 256 * hi).astype(np.int8).astype(np.int64)
     xn = np.float32(np.sqrt(np.float32(x @ x)) * X_NORM_UP)
     r = x - s_x * X.astype(np.float32)
@@ -170,18 +202,20 @@ def full_pick(W: np.ndarray, x: np.ndarray, softcap: float | None = None, suppre
 
 
 # ---- launches (CuPy) -----------------------------------------------------------------------------------------------
-def bound_name(flat8: bool, nq: int, shape: tuple = BOUND) -> str:
-    return f"head_bound<{'true' if flat8 else 'false'},{nq},{shape[0]},{shape[1]},{shape[2]}>"
+def bound_name(flat8: bool, nq: int, shape: tuple = BOUND, bits: int = 8) -> str:
+    return f"head_bound<{'true' if flat8 else 'false'},{nq},{shape[0]},{shape[1]},{shape[2]},{bits}>"
 
 
 def pick_name(nv: int) -> str:
     return f"head_pick<{nv}>"
 
 
-def names(k_len: int, head_nv: int, shape: tuple = BOUND) -> tuple[str, str]:
+def names(k_len: int, head_nv: int, shape: tuple = BOUND, bits: int = 8) -> tuple[str, str]:
     """(head_bound, head_pick) instances for a head of reduction k_len read with head_nv fp16 loads a lane: the
-    fold's FLAT8 as gemv<head_nv, .., EPI_HEAD>'s (form_vector<NV >= 5>), so the vector has the same bits."""
-    return bound_name(head_nv >= 5, -(-k_len // 512), shape), pick_name(head_nv)
+    fold's FLAT8 as gemv<head_nv, .., EPI_HEAD>'s (form_vector<NV >= 5>), so the vector has the same bits. NQ: the
+    chunks a lane takes (16 columns a chunk at 8 bits, 64 at 6)."""
+    nq = -(-k_len // (32 * (16 if bits == 8 else 64)))
+    return bound_name(head_nv >= 5, nq, shape, bits), pick_name(head_nv)
 
 
 def launches(fns, table: BoundTable, W, vocab: int, k_len: int, head_nv: int, threads: int, *, src, delta,
@@ -191,7 +225,7 @@ def launches(fns, table: BoundTable, W, vocab: int, k_len: int, head_nv: int, th
     head's fold arguments and block size (threads: the full head's, so form_vector runs the same reductions).
     Buffers: xvec [k_len], upper [V], low [HEAD_MAX_BLOCKS] float32; part_v/part_i as the full head's. shape:
     head_bound's (rows a warp, PF, MINB), as compiled (`names`)."""
-    nb, pn = names(k_len, head_nv, shape)
+    nb, pn = names(k_len, head_nv, shape, table.bits)
     fb, fp = fns[nb], fns[pn]
     shared = _need_shared(fb, 6 * k_len)  # x in fp32 and its two int8 planes
     _need_shared(fp, 4 * k_len)

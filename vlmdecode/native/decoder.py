@@ -19,7 +19,8 @@
               head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
               a greedy step that nobody reads logits of (the default loop: lookahead, or sync_every > 1) runs
               the bounded head instead (`native.bounded_head`, head="auto"/"bounded"): the same token from an
-              int8 copy of the head and the few rows that can win; head="full" keeps the fp16 head everywhere;
+              int8 copy of the head (head_bits=6: a 6-bit one) and the few rows that can win; head="full" keeps
+              the fp16 head everywhere;
               advance: the token -> its embedding row into the step's input, the id ring, the position.
               The whole step (greedy: with advance) is captured ONCE per decoder as a CUDA graph
               (CuPy stream capture) and replayed every token. By default (lookahead, sync_every 1) step
@@ -51,7 +52,7 @@ from .plan import DecoderPlan, PlanError
 from .timing import StepTiming
 
 KERNELS_PER_LAYER = 5
-HEADS = ("auto", "bounded", "full")  # auto: bounded where the hidden size allows it (a multiple of 16)
+HEADS = ("auto", "bounded", "full")  # auto: bounded where the hidden size allows it (a multiple of 16; 64 at 6 bits)
 
 
 def folder_plan(folder: ModelFolder) -> DecoderPlan:
@@ -93,7 +94,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
                  plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = True,
-                 prefill: str = "native", ort: CudaDecoder | None = None, head: str = "auto"):
+                 prefill: str = "native", ort: CudaDecoder | None = None, head: str = "auto", head_bits: int = 8):
         import cupy
 
         self.cp = cupy
@@ -104,10 +105,17 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
             raise ValueError(f"head must be one of {HEADS}, got {head!r}")
         plan = folder_plan(folder) if plan is None else plan
         check_plan(plan, check_max_length(folder, max_length))
-        if head == "bounded" and plan.hidden % 16:
-            raise PlanError(f"{plan.source}: the bounded LM head needs a hidden size that is a multiple of 16, got "
-                            f"{plan.hidden} (use head='full' or 'auto')")
-        self.head_kind = "full" if head == "full" or plan.hidden % 16 or ort is not None else "bounded"
+        if head_bits not in BH.BITS:
+            raise ValueError(f"head_bits must be one of {BH.BITS}, got {head_bits!r}")
+        try:
+            BH.check_width(plan.hidden, head_bits)
+            fits = True
+        except K.KernelShapeError as e:
+            if head == "bounded":
+                raise PlanError(f"{plan.source}: {e}") from None
+            fits = False
+        self.head_kind = "full" if head == "full" or not fits or ort is not None else "bounded"
+        self.head_bits = head_bits
         if folder.info.kv_layout != "shared":
             raise PlanError(f"{folder.decoder.path.name}: the native step needs the fixed-capacity KV of "
                             "GroupQueryAttention (attention 'gqa'); this decoder's KV grows by Concat")
@@ -187,8 +195,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         # the bounded head's int8 copy and row bounds (vocab x hidden bytes + 16 a row), quantised on the GPU
         self.bound_table = None
         if self.head_kind == "bounded":
-            t = BH.quantise(self.lm_head, plan.hidden)
-            self.bound_table = BH.BoundTable(cp.asarray(t.q), cp.asarray(t.sc))
+            t = BH.quantise(self.lm_head, plan.hidden, bits=self.head_bits)
+            self.bound_table = BH.BoundTable(cp.asarray(t.q), cp.asarray(t.sc), t.bits)
         if plan.drive == "ids":
             table = np.asarray(plan.embed_table, np.float16)
         else:
@@ -222,7 +230,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         gemvs = sh.gemv_instances({"qkv": H, "o": nq * D, "gate_up": H, "down": I // self.ksd, "head": H})
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         head_nv = K.loads_per_lane(H)
-        fns = K.compile_module(gemvs, {D}, cl, BH.names(H, head_nv) if self.head_kind == "bounded" else ())
+        bounded = BH.names(H, head_nv, bits=self.head_bits) if self.head_kind == "bounded" else ()
+        fns = K.compile_module(gemvs, {D}, cl, bounded)
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -288,7 +297,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         return len(self.step_launches(greedy))
 
     def counters(self) -> dict:
-        return {"kernels_per_step": self.kernels_per_step(), "head": self.head_kind, "pdl": self.pdl,
+        head = f"bounded{self.head_bits}" if self.head_kind == "bounded" and self.head_bits != 8 else self.head_kind
+        return {"kernels_per_step": self.kernels_per_step(), "head": head, "pdl": self.pdl,
                 "captured": self.captured,
                 "replayed": self.replayed,
                 "uncaptured_steps": self.uncaptured_steps, "generations": self.generations}

@@ -31,6 +31,14 @@ __device__ __forceinline__ void dot16_dp4a(const uint4 w, const int4 h, const in
     sl = __dp4a((int)w.w, l.w, sl);
 }
 
+// BITS 6: 16 columns' values u = q + 32 (1 .. 63) from two nibble words (n0: columns 0-7, n1: 8-15; byte b holds column
+// b in its low and 4 + b in its high nibble) and a crumb word (byte b, bit pair j: the top two bits of column 4 j + b)
+__device__ __forceinline__ uint4 unpack6(const unsigned n0, const unsigned n1, const unsigned c) {
+    const unsigned m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+    return make_uint4((n0 & m4) | ((c & m2) << 4), ((n0 >> 4) & m4) | (((c >> 2) & m2) << 4),
+                      (n1 & m4) | (((c >> 4) & m2) << 4), ((n1 >> 4) & m4) | (((c >> 6) & m2) << 4));
+}
+
 // Pass 1, over Q [n_rows, k_len] int8 and sc [n_rows] (s_r, c_r, d_r, 0): every block forms the head's input vector
 // exactly as gemv<NV, RPW, EPI_HEAD> does (same fold, same block size; block 0 stores it to xvec), rounds it to
 // X = rint(x / s_x) in 16 bits (s_x = max|x| / 32639) kept as two int8 planes, and measures ||x||_2 and
@@ -39,7 +47,10 @@ __device__ __forceinline__ void dot16_dp4a(const uint4 w, const int4 h, const in
 // suppressed -> low[block] (NaN rows are left out of it: their upper bound is NaN, so pass 2 takes them). The
 // first row group's weights load before pdl_wait; PF 1: each next group's while this one is reduced (double buffer).
 // MINB: blocks an SM the registers must allow (ptxas caps them at 65536 / (256 MINB)); 0: ptxas's own choice.
-template <bool FLAT8, int NQ, int RPW, int PF, int MINB>
+// BITS 6 (`bounded_head.pack6`): a row is k_len / 2 nibble bytes then k_len / 4 crumb bytes, a lane takes 64 columns
+// at a time (two nibble uint4 and one crumb uint4), u = q + 32 is summed and 32 (sum hi, sum lo) taken off; the x
+// planes are stored [16-column group g][64-column chunk m] so that a warp's reads of one g are consecutive.
+template <bool FLAT8, int NQ, int RPW, int PF, int MINB, int BITS>
 __global__ void __launch_bounds__(256, MINB) head_bound(
     const signed char* __restrict__ Q, const float4* __restrict__ sc, const int n_rows, const int k_len,
     const float* src, const float* delta, const int delta_parts, const float* delta_w, const float* norm_w,
@@ -49,16 +60,26 @@ __global__ void __launch_bounds__(256, MINB) head_bound(
     __shared__ float red[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int per_group = nwarps * RPW, n_groups = (n_rows + per_group - 1) / per_group;
-    uint4 w[RPW][NQ], wn[PF ? RPW : 1][NQ];
-    auto load = [&](uint4 (&w)[RPW][NQ], const int g) {
+    constexpr int NW = BITS == 6 ? 3 : 1, CW = BITS == 6 ? 64 : 16;  // uint4 a lane loads a chunk; its columns
+    uint4 w[RPW][NQ][NW], wn[PF ? RPW : 1][NQ][NW];
+    auto load = [&](uint4 (&w)[RPW][NQ][NW], const int g) {
 #pragma unroll
         for (int i = 0; i < RPW; ++i) {
             const int r = (g * nwarps + warp) * RPW + i;
 #pragma unroll
             for (int j = 0; j < NQ; ++j) {
-                const int col = (lane + 32 * j) * 16;
-                w[i][j] = (r < n_rows && col < k_len)
-                    ? __ldcs(reinterpret_cast<const uint4*>(Q + (size_t)r * k_len + col)) : make_uint4(0u, 0u, 0u, 0u);
+                const int m = lane + 32 * j;
+                const bool in = r < n_rows && m * CW < k_len;
+                if constexpr (BITS == 6) {
+                    const signed char* row = Q + (size_t)r * (3 * k_len / 4);
+                    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+                    w[i][j][0] = in ? __ldcs(reinterpret_cast<const uint4*>(row + 32 * m)) : z;
+                    w[i][j][1] = in ? __ldcs(reinterpret_cast<const uint4*>(row + 32 * m + 16)) : z;
+                    w[i][j][2] = in ? __ldcs(reinterpret_cast<const uint4*>(row + k_len / 2 + 16 * m)) : z;
+                } else {
+                    w[i][j][0] = in ? __ldcs(reinterpret_cast<const uint4*>(Q + (size_t)r * k_len + m * 16))
+                                    : make_uint4(0u, 0u, 0u, 0u);
+                }
             }
         }
     };
@@ -85,24 +106,35 @@ __global__ void __launch_bounds__(256, MINB) head_bound(
     const float s_x = mx > 0.f ? mx / 32639.f : 1.f, inv = 1.f / s_x;
     signed char* xh = reinterpret_cast<signed char*>(vec + k_len);
     signed char* xl = xh + k_len;
-    float dd = 0.f;
+    float dd = 0.f, hsum = 0.f, lsum = 0.f;  // (BITS 6: the planes' sums, exact in fp32 below 2^24)
     for (int i = threadIdx.x; i < k_len; i += blockDim.x) {
         const int X = max(-32639, min(32639, __float2int_rn(vec[i] * inv)));
         const int hi = (X + 128) >> 8;
-        xh[i] = (signed char)hi;
-        xl[i] = (signed char)(X - 256 * hi);
+        // BITS 6: column i at byte 16 (g nch + m) + i % 16, g = (i % 64) / 16, m = i / 64, nch = k_len / 64
+        const int at = BITS == 6 ? 16 * (((i & 63) >> 4) * (k_len >> 6) + (i >> 6)) + (i & 15) : i;
+        xh[at] = (signed char)hi;
+        xl[at] = (signed char)(X - 256 * hi);
+        if (BITS == 6) {
+            hsum += (float)hi;
+            lsum += (float)(X - 256 * hi);
+        }
         const float r = vec[i] - s_x * (float)X;
         dd = fmaf(r, r, dd);
     }
     // (+ 2^-20 ||x||: r's own fp32 rounding, <= 2 u |x_i| an element)
     const float del = sqrtf(block_sum(dd, red)) * 1.001f + 9.5367431640625e-7f * xn;
+    int off_h = 0, off_l = 0;  // BITS 6: 32 x the planes' sums, taken off every row's u sums
+    if (BITS == 6) {
+        off_h = 32 * (int)block_sum(hsum, red);
+        off_l = 32 * (int)block_sum(lsum, red);
+    }
     const int4* h4 = reinterpret_cast<const int4*>(xh);
     const int4* l4 = reinterpret_cast<const int4*>(xl);
     const int ns = n_suppress != NULL ? n_suppress[0] : 0;
     float best = -INF_F;
     for (; g < n_groups; g += gridDim.x) {
         if (PF) {
-            if (g + (int)gridDim.x < n_groups) load(reinterpret_cast<uint4 (&)[RPW][NQ]>(wn), g + gridDim.x);
+            if (g + (int)gridDim.x < n_groups) load(reinterpret_cast<uint4 (&)[RPW][NQ][NW]>(wn), g + gridDim.x);
         } else if (g != (int)blockIdx.x) {
             load(w, g);
         }
@@ -111,15 +143,33 @@ __global__ void __launch_bounds__(256, MINB) head_bound(
         for (int i = 0; i < RPW; ++i) sh[i] = sl[i] = 0;
 #pragma unroll
         for (int j = 0; j < NQ; ++j) {
-            if ((lane + 32 * j) * 16 < k_len) {
-                const int4 h = h4[lane + 32 * j], l = l4[lane + 32 * j];  // x's 16 columns, once for every row
+            const int m = lane + 32 * j;
+            if (m * CW < k_len) {
+                if constexpr (BITS == 6) {
+                    const int nch = k_len >> 6;
 #pragma unroll
-                for (int i = 0; i < RPW; ++i) dot16_dp4a(w[i][j], h, l, sh[i], sl[i]);
+                    for (int q = 0; q < 4; ++q) {  // 16-column group q of chunk m
+                        const int4 h = h4[q * nch + m], l = l4[q * nch + m];
+                        const int c = q & 1 ? 2 : 0;  // nibble words 2q, 2q + 1 of the chunk's 8
+#pragma unroll
+                        for (int i = 0; i < RPW; ++i) {
+                            const uint4 a = w[i][j][q >> 1];
+                            const unsigned n0 = c ? a.z : a.x, n1 = c ? a.w : a.y;
+                            const uint4 cw = w[i][j][2];
+                            const unsigned cr = q == 0 ? cw.x : q == 1 ? cw.y : q == 2 ? cw.z : cw.w;
+                            dot16_dp4a(unpack6(n0, n1, cr), h, l, sh[i], sl[i]);
+                        }
+                    }
+                } else {
+                    const int4 h = h4[m], l = l4[m];  // x's 16 columns, once for every row
+#pragma unroll
+                    for (int i = 0; i < RPW; ++i) dot16_dp4a(w[i][j][0], h, l, sh[i], sl[i]);
+                }
             }
         }
 #pragma unroll
         for (int i = 0; i < RPW; ++i) {
-            const int h = __reduce_add_sync(FULL, sh[i]), l = __reduce_add_sync(FULL, sl[i]);
+            const int h = __reduce_add_sync(FULL, sh[i]) - off_h, l = __reduce_add_sync(FULL, sl[i]) - off_l;
             const int r = (g * nwarps + warp) * RPW + i;
             if (r < n_rows) {
                 const float4 s = sc[r];
@@ -133,7 +183,9 @@ __global__ void __launch_bounds__(256, MINB) head_bound(
 #pragma unroll
             for (int i = 0; i < RPW; ++i)
 #pragma unroll
-                for (int j = 0; j < NQ; ++j) w[i][j] = wn[PF ? i : 0][j];
+                for (int j = 0; j < NQ; ++j)
+#pragma unroll
+                    for (int v = 0; v < NW; ++v) w[i][j][v] = wn[PF ? i : 0][j][v];
         }
     }
     __syncthreads();
