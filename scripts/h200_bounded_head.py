@@ -8,7 +8,8 @@ side in one process. Writes $OUT/h200_bounded_head.json.
       kernels  head (full), head_bound, head_pick alone (CUDA events around each launch of an uncaptured step)
       pipeline per token through the pipeline (bench.pipeline_once: the default lookahead loop), bounded vs full vs
                device, and onnxruntime-genai graph on the same folder at the same capacity, interleaved rounds
-Usage: OUT=/tmp/out python3 scripts/h200_bounded_head.py [--contexts 1024 4096] [--rounds 5] [--no-genai]
+    --bits6: the same for head_bits=6 (the 6-bit copy) beside them
+Usage: OUT=/tmp/out python3 scripts/h200_bounded_head.py [--contexts 1024 4096] [--rounds 5] [--no-genai] [--bits6]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def candidates(dec) -> int:
     return int((~(g(up) < th)).sum())
 
 
-def one_context(folder, context: int, rounds: int, genai: bool) -> dict:
+def one_context(folder, context: int, rounds: int, genai: bool, six: bool = False) -> dict:
     import vlmdecode
     from vlmdecode import bench, costmodel
     from vlmdecode.modelfolder import ModelFolder
@@ -53,6 +54,8 @@ def one_context(folder, context: int, rounds: int, genai: bool) -> dict:
     cap = context + 48
     pipes = {"native bounded": vlmdecode.load(folder, "cuda", "native", max_length=cap),
              "native full": vlmdecode.load(folder, "cuda", "native", max_length=cap, head="full")}
+    if six:
+        pipes["native bounded6"] = vlmdecode.load(folder, "cuda", "native", max_length=cap, head_bits=6)
     b, f = pipes["native bounded"].decoder, pipes["native full"].decoder
     out = {"context": context, "kv_capacity": cap, "head": {k: p.decoder.counters()["head"] for k, p in pipes.items()},
            "kernels_per_step": {k: p.decoder.kernels_per_step() for k, p in pipes.items()},
@@ -68,12 +71,16 @@ def one_context(folder, context: int, rounds: int, genai: bool) -> dict:
     first = next((i for i in range(200) if tb[i] != tf[i]), None)
     out["tokens"] = {"steps": 200, "equal": tb == tf, "first_difference": first, "candidates_last_step": nb,
                      "first_tokens": tb[:12]}
+    if six:
+        d6 = pipes["native bounded6"].decoder
+        t6 = list(d6.generate(x, 200, _sampler(d6)))
+        out["tokens"].update(bounded6_equal=t6 == tf, bounded6_candidates_last_step=candidates(d6))
     log("tokens", out["tokens"])
     x = pipes["native bounded"].embed(prompt_ids(context), None)
     reps = cap - context - 8
-    per = {"bounded": [], "full": []}
+    order = [("bounded", b), ("full", f)] + ([("bounded6", pipes["native bounded6"].decoder)] if six else [])
+    per: dict = {name: [] for name, _ in order}
     for r in range(rounds):
-        order = [("bounded", b), ("full", f)]
         for name, dec in (order if r % 2 == 0 else order[::-1]):
             dec.prepare_timing(x)
             per[name].append(dec.replay_ms(reps, greedy=True))
@@ -100,6 +107,9 @@ def one_context(folder, context: int, rounds: int, genai: bool) -> dict:
     out.update(pipeline_ms_per_token=ms, pipeline_rounds=rows,
                native_bounded_over_full=ms["native bounded"] / ms["native full"],
                native_bounded_over_floor=ms["native bounded"] / out["floor_ms"])
+    if six:
+        out["bounded6_copy_bytes"] = pipes["native bounded6"].decoder.bound_table.nbytes
+        out["native_bounded6_over_bounded"] = ms["native bounded6"] / ms["native bounded"]
     if genai:
         out["native_bounded_over_genai_graph"] = ms["native bounded"] / ms["genai graph"]
         out["native_full_over_genai_graph"] = ms["native full"] / ms["genai graph"]
@@ -134,6 +144,7 @@ def main() -> None:
     ap.add_argument("--contexts", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-genai", action="store_true")
+    ap.add_argument("--bits6", action="store_true", help="also the 6-bit copy (head_bits=6)")
     a = ap.parse_args()
     import gc
 
@@ -145,7 +156,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for c in a.contexts:
         try:
-            results[f"ctx{c}"] = one_context(folder, c, a.rounds, not a.no_genai)
+            results[f"ctx{c}"] = one_context(folder, c, a.rounds, not a.no_genai, a.bits6)
         except Exception:  # noqa: BLE001 - recorded; the next context still runs
             import traceback
 

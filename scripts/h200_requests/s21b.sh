@@ -1,7 +1,7 @@
 #!/bin/bash
 # issue 16, prepared in the twentieth session, right after s21a.sh (warm, < 9 min): the gemma3-1b bench table at context
 # 1024 (graph, device, native with its bounded head, genai graph), h200_native.py's context-4096 timing and device
-# memory over 200 generations (native_proof), then head_bound's MINB sweep (s20f)
+# memory over 200 generations (native_proof). Then s21c.sh back to back.
 export PYTHONPATH=/tmp/site:$PWD VLMDECODE_CACHE=/tmp/vlmcache VLMDECODE_GIT_SHA=$(cat .gitsha) PYTHONUNBUFFERED=1
 O=$OUT; mkdir -p $O/b
 timeout 240 python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cuda --contexts 1024 --modes graph device \
@@ -10,5 +10,4 @@ timeout 240 python3 -m vlmdecode.cli bench run --presets gemma3-1b --devices cud
 OUT=$O timeout 180 python3 scripts/h200_native.py --parts provenance,timing_gemma3_1b_ctx4096,memory_gemma3_1b 2>&1 \
   | grep -v "plugin EP" | tail -n 8 | cut -c1-600
 mv $O/h200_native.json $O/h200_native_proof_$(cut -c1-7 .gitsha).json 2>/dev/null
-OUT=$O timeout 100 python3 scripts/h200_head_bound_sweep.py --rounds 7 2>&1 | tail -n 9 | cut -c1-300
 ls $O $O/b
