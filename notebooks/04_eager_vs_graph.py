@@ -333,7 +333,7 @@ plt.show()
 # eager/graph/device on the tiny fp16 fixture. Nothing runs until you press the button, and the widgets
 # appear once the cell runs (a notebook opened fresh shows the line below instead). After one Run on CPU:
 #
-# ![The explorer after one Run on CPU (tiny, resident): the streamed token ids and the per-step time plot](../docs/screenshots/04_explorer_after_run.png)
+# ![The explorer after one Run on CPU (tiny, resident)](../docs/screenshots/04_explorer_after_run.png)
 
 # %%
 box = widget.explorer(widget.fixture_pipes(ROOT), presets=("tiny",))
