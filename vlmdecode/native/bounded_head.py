@@ -22,9 +22,12 @@ d_r (1 + gamma), rounded up to fp32; the kernel takes both norms x 1.001 (+ 2^-2
 Non-finite weights give NaN bounds: those rows are always computed exactly, so a NaN/+inf logit is still reported.
 
 How much it reads: the int8 copy (half the fp16 head) + 16 bytes a row + 4 bytes of bounds a row, written and read,
-+ the candidates' fp16 rows (a handful on trained and random weights alike: the bound is ~0.3 standard deviations of a
-row's dot for uniform rounding error). The fp16 head stays: the body graph (host-fed steps, sampling, the plain loop
-that reads logits per token) and the prefill use it; the int8 copy is extra device memory (vocab x hidden bytes).
++ the candidates' fp16 rows (the bound is ~0.3 standard deviations of the logits over the vocabulary at gemma3-1b's
+shape with random weights, which leaves 1 to a few dozen rows: bounded_head_bits_cpu.json, h200_bounded_head.json;
+how many a trained head leaves depends on its logits' spread near the top, not measured here). bits=6 (`pack6`):
+q in [-31, 31], 3/4 of the int8 bytes, the bound ~4x wider and more candidates. The fp16 head stays: the body graph
+(host-fed steps, sampling, the plain loop that reads logits per token) and the prefill use it; the copy is extra
+device memory (vocab x hidden bytes at 8 bits).
 
 What it is: the set-up (quantise), a numpy reference of both passes (CI checks the selection against
 the full argmax) and the launches. Not here: the kernels' code (`native.cuda_src.head_bound`), when the decoder uses

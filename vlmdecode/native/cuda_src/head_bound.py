@@ -1,5 +1,6 @@
-"""The bounded LM head's two kernels (greedy steps): `head_bound<FLAT8, NQ, RPW>` streams an int8 copy of the head
-and bounds every logit, `head_pick<NV>` computes exactly (as `gemv<NV, .., EPI_HEAD>`) only the rows that can win.
+"""The bounded LM head's two kernels (greedy steps): `head_bound<FLAT8, NQ, RPW, PF, MINB, BITS>` streams an int8
+(or 6-bit) copy of the head and bounds every logit, `head_pick<NV>` computes exactly (as `gemv<NV, .., EPI_HEAD>`)
+only the rows that can win.
 
 The argument (`native.bounded_head` states it in full and checks it in numpy): row r's exact fp32 dot z_r and
 its integer estimate a_r = s_r s_x (q_r . X) (int8 weights, x in 16 bits) differ by at most
