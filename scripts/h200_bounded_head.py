@@ -36,13 +36,10 @@ def log(*a):
 def candidates(dec) -> int:
     """Rows the last bounded step computed exactly (head_pick's rule, on its buffers)."""
     dec.stream.synchronize()
+    from vlmdecode.native.bounded_head import candidates as rule
+
     up, low = dec.upper.get(), dec.low.get()[: dec.bounded[0].grid[0]]
-    cap = dec.plan.final_softcap
-    g = (lambda z: cap * np.tanh(z / cap)) if cap else (lambda z: z)
-    t = np.float32(np.nanmax(low))
-    gt = np.float32(g(t))
-    th = gt - (abs(gt) / 256 + 1e-6)
-    return int((~(g(up) < th)).sum())
+    return int(rule(up, np.nanmax(low), dec.plan.final_softcap).sum())
 
 
 def one_context(folder, context: int, rounds: int, genai: bool, six: bool = False) -> dict:

@@ -133,10 +133,11 @@ def head_bound(name, grid, a):
 def head_pick(name, grid, a):
     """The bounded head's second pass: the candidates' exact fp16 logits, picked into block 0's partial."""
     W, n_rows, ld, k_len, xvec, upper, low, n_low, softcap, part_v, part_i, suppress, n_suppress = a
+    from vlmdecode.native.bounded_head import candidates
+
     V, ld, k, cap = int(n_rows), int(ld), int(k_len), float(softcap)
     g = (lambda z: cap * np.tanh(z / cap)) if cap > 0 else (lambda z: z)
-    gt = g(float(np.max(view(low, F32, int(n_low)))))
-    cand = ~(g(view(upper, F32, V).astype(np.float64)) < gt - (abs(gt) / 256 + 1e-6))
+    cand = candidates(view(upper, F32, V).copy(), np.max(view(low, F32, int(n_low))), cap if cap > 0 else None)
     sup = np.asarray(_suppressed(suppress, n_suppress), np.int64)
     cand[sup] = False
     Wm = view(W, F16, V * ld).reshape(V, ld)[:, :k].astype(np.float64)

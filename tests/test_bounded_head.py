@@ -90,7 +90,13 @@ def test_bounded_pick_equals_full_pick(seed, V, k16, softcap, ties, n_sup, outli
     assert _bound_holds(table, W, x)
     tok, n_cand = BH.reference_pick(table, W, x, softcap, sup)
     assert tok == BH.full_pick(W, x, softcap, sup)
-    assert n_cand <= V
+    # the winner among the rows head_pick's rule keeps, and as many rows as the reference computed
+    a, e = BH.estimate(table, x)
+    keep = np.ones(V, bool)
+    keep[list(sup)] = False
+    lows = (a - e)[keep]
+    cand = BH.candidates(a + e, np.nanmax(lows) if np.isfinite(lows).any() else -np.inf, softcap) & keep
+    assert (tok < 0 or cand[tok]) and n_cand == int(cand.sum()) <= V
 
 
 def test_non_finite_rows_are_always_candidates():

@@ -112,25 +112,29 @@ def quantise(W, k_len: int | None = None, rows_per_chunk: int = 4096, bits: int 
     xp = _xp(W)
     V, k = int(W.shape[0]), int(W.shape[1] if k_len is None else k_len)
     check_width(k, bits)
-    qmax = 2 ** (bits - 1) - 1
     q = xp.empty((V, k if bits == 8 else 3 * k // 4), xp.int8)
     sc = xp.zeros((V, 4), xp.float32)
-    g = gamma(k)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        for r0 in range(0, V, rows_per_chunk):
-            w = W[r0: r0 + rows_per_chunk, :k].astype(xp.float64)
-            s = (xp.abs(w).max(axis=1) / qmax).astype(xp.float32)  # the fp32 scale the kernel multiplies by
-            s64 = s.astype(xp.float64)[:, None]
-            qi = xp.clip(xp.rint(w / xp.where(s64 == 0, 1.0, s64)), -qmax, qmax)
-            qi = xp.where(xp.isfinite(qi), qi, 0)
-            err = xp.sqrt(((w - s64 * qi) ** 2).sum(axis=1))
-            n = xp.sqrt((w * w).sum(axis=1))
-            d = n + err
-            q[r0: r0 + rows_per_chunk] = qi.astype(xp.int8) if bits == 8 else pack6(qi.astype(xp.int8), xp)
-            sc[r0: r0 + rows_per_chunk, 0] = s
-            sc[r0: r0 + rows_per_chunk, 1] = _up(xp, err + g * (n + d))
-            sc[r0: r0 + rows_per_chunk, 2] = _up(xp, d * (1 + g))
+    for r0 in range(0, V, rows_per_chunk):
+        qi, sc[r0: r0 + rows_per_chunk, :3] = row_bounds(W[r0: r0 + rows_per_chunk, :k], 2 ** (bits - 1) - 1)
+        q[r0: r0 + rows_per_chunk] = qi if bits == 8 else pack6(qi, xp)
     return BoundTable(q, sc, bits)
+
+
+def row_bounds(W, qmax: int):
+    """Rows W [n, k] (fp16) -> (q [n, k] int8 in [-qmax, qmax], [n, 3] float32 (s_r, c_r, d_r)): the scale, and the
+    bound's coefficients of the module docstring computed in float64 and rounded up (any qmax <= 127)."""
+    xp = _xp(W)
+    g = gamma(int(W.shape[1]))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        w = W.astype(xp.float64)
+        s = (xp.abs(w).max(axis=1) / qmax).astype(xp.float32)  # the fp32 scale the kernel multiplies by
+        s64 = s.astype(xp.float64)[:, None]
+        qi = xp.clip(xp.rint(w / xp.where(s64 == 0, 1.0, s64)), -qmax, qmax)
+        qi = xp.where(xp.isfinite(qi), qi, 0)
+        err = xp.sqrt(((w - s64 * qi) ** 2).sum(axis=1))
+        n = xp.sqrt((w * w).sum(axis=1))
+        d = n + err
+        return qi.astype(xp.int8), xp.stack([s, _up(xp, err + g * (n + d)), _up(xp, d * (1 + g))], axis=1)
 
 
 def _up(xp, v):
@@ -157,25 +161,38 @@ def _fp16_pick(v: np.ndarray, rows: np.ndarray) -> tuple[int, float]:
     return int(rows[j]), float(vals[j])
 
 
+def candidates(upper, t, softcap: float | None = None):
+    """head_pick's rule: the rows whose softcapped upper bound is not below g(t) - |g(t)| / 256 - 1e-6 (t: the
+    largest lower bound; NaN bounds included). numpy or CuPy arrays."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        gt = _cap(np.float32(t), softcap)
+        return ~(_cap(upper, softcap) < gt - (np.abs(gt) * np.float32(1 / 256) + np.float32(1e-6)))
+
+
+def _kept(n: int, suppress) -> np.ndarray:
+    keep = np.ones(n, bool)
+    keep[list(suppress)] = False
+    return keep
+
+
+def _fp16_logits(W: np.ndarray, x: np.ndarray, softcap: float | None) -> np.ndarray:
+    """The full head's fp16 logits in numpy (fp32 dots, not its summation order)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _cap(W[:, : len(x)].astype(np.float32) @ np.asarray(x, np.float32), softcap).astype(np.float16)
+
+
 def reference_pick(table: BoundTable, W: np.ndarray, x: np.ndarray, softcap: float | None = None,
                    suppress=()) -> tuple[int, int]:
     """Both passes in numpy (fp32 like the kernels, not their summation order): (token, candidates computed
     exactly). The full head's logits are computed for every row here (a reference, not a saving); the token is
     picked among the candidates only."""
-    k = int(x.shape[0])
-    x = np.asarray(x, np.float32)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         a, e = estimate(table, x)
-        keep = np.ones(len(a), bool)
-        keep[list(suppress)] = False
+        keep = _kept(len(a), suppress)
         lows = (a - e)[keep]
         lows = lows[~np.isnan(lows)]
-        t = np.float32(lows.max()) if len(lows) else np.float32(-np.inf)
-        gt = _cap(t, softcap)
-        th = gt - (np.abs(gt) * np.float32(1 / 256) + np.float32(1e-6))
-        cand = ~(_cap(a + e, softcap) < th) & keep
-        v = _cap(W[:, :k].astype(np.float32) @ x, softcap).astype(np.float16)
-    return _fp16_pick(v, np.flatnonzero(cand))[0], int(cand.sum())
+        cand = candidates(a + e, lows.max() if len(lows) else -np.inf, softcap) & keep
+    return _fp16_pick(_fp16_logits(W, x, softcap), np.flatnonzero(cand))[0], int(cand.sum())
 
 
 def estimate(table: BoundTable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,12 +213,7 @@ def estimate(table: BoundTable, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def full_pick(W: np.ndarray, x: np.ndarray, softcap: float | None = None, suppress=()) -> int:
     """The full head's token in numpy (the rule of gemv's EPI_HEAD and `advance`)."""
-    k = int(x.shape[0])
-    with np.errstate(invalid="ignore", over="ignore"):
-        v = _cap(W[:, :k].astype(np.float32) @ np.asarray(x, np.float32), softcap).astype(np.float16)
-    keep = np.ones(len(v), bool)
-    keep[list(suppress)] = False
-    return _fp16_pick(v, np.flatnonzero(keep))[0]
+    return _fp16_pick(_fp16_logits(W, x, softcap), np.flatnonzero(_kept(W.shape[0], suppress)))[0]
 
 
 # ---- launches (CuPy) -----------------------------------------------------------------------------------------------

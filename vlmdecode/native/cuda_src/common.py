@@ -85,6 +85,16 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
     return warp_sum(l < nw ? red[l] : 0.f);
 }
 
+// every thread gets the block's max (NaNs ignored, as fmaxf); red: 32 floats of shared memory
+__device__ __forceinline__ float block_max(float v, float* red) {
+    v = warp_max(v);
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (l == 0) red[w] = v;
+    __syncthreads();
+    return warp_max(l < nw ? red[l] : -INF_F);
+}
+
 // (a, ia) <- the better of (a, ia), (b, ib): NaN wins (reported), then larger, then the smaller index
 __device__ __forceinline__ void better(float& a, long long& ia, float b, long long ib) {
     if (b != b || (a == a && (b > a || (b == a && ib < ia)))) { a = b; ia = ib; }

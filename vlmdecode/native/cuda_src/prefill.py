@@ -2,22 +2,13 @@
 K/V cache write, the attention softmax with its causal / window mask, gelu(gate) * up, the residual folds, and
 the hand-off of the last position to the decode step's LM head.
 
-Compiled with `common.CODE` in front (block_sum, warp_max, gelu_tanh) by `native.prefill`; CUDA C++ in a
+Compiled with `common.CODE` in front (block_sum, block_max, gelu_tanh) by `native.prefill`; CUDA C++ in a
 string. Rows of the prompt are padded to a bucket of Sb positions; `n_valid[0]` is the prompt's length S
 (device memory, so one captured graph serves every S of its bucket): rows >= S are computed (they never reach
 a row < S: attention is causal) but never written into the KV cache.
 """
 
 CODE = r"""
-__device__ __forceinline__ float block_max(float v, float* red) {
-    v = warp_max(v);
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (l == 0) red[w] = v;
-    __syncthreads();
-    return warp_max(l < nw ? red[l] : -INF_F);
-}
-
 // one block a position s: resid[s] = x[s] * scale (or table[ids[s]] * scale), 0 for s >= S;
 // xn[s] = rms(resid[s]) * norm_w (fp16, the QKV GEMM's input)
 extern "C" __global__ void __launch_bounds__(256) pf_embed(
