@@ -191,8 +191,8 @@ _modules: dict = {}
 
 def compile_module(gemvs, head_dims, clustered=(), extra=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF[,SPREAD]> for every (nv, rpw, epi[, pf = 1[, spread]]) in `gemvs`,
-    attention<HD> for every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, the template instances
-    named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
+    attention<HD> for every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, the
+    template instances named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
