@@ -72,29 +72,11 @@ def gelu(x):
 
 
 # ---- the kernels' contracts --------------------------------------------------------------------------
-def gemv_rows(grid_x, warps, rpw, epi, n_rows, spread):
-    """The rows gemv's blocks and warps take, in the kernel's own arithmetic (warp_unit, round_live, warp_rows):
-    a list in which every row must appear once."""
-    p = rpw // 2 if epi == 1 else rpw
-    n_groups, n_units = -(-n_rows // (warps * p)), -(-n_rows // p)
-    rows = []
-    for b in range(grid_x):
-        g = b
-        while ((g - b) * warps + b < n_units) if spread else g < n_groups:
-            for w in range(warps):
-                u = (g - b) * warps + w * grid_x + b if spread else g * warps + w
-                rows += [u * p + i for i in range(p) if u * p + i < n_rows]
-            g += grid_x
-    return rows
-
-
-def gemv(name, grid, a, block):
+def gemv(name, grid, a):
     (W, n_rows, ld, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y, logits, softcap,
      part_v, part_i, suppress, n_suppress) = a
     n_rows, ld, k, dparts, splits = int(n_rows), int(ld), int(k_len), int(dparts), grid[1]
-    t = [int(t) for t in name[name.index("<") + 1:-1].split(",")]  # gemv<NV,RPW,EPI,PF[,SPREAD]>
-    rpw, epi, spread = t[1], t[2], t[4] if len(t) > 4 else 0
-    assert sorted(gemv_rows(grid[0], block[0] // 32, rpw, epi, n_rows, spread)) == list(range(n_rows)), name
+    epi = int(name[name.index("<") + 1:-1].split(",")[2])  # gemv<NV,RPW,EPI,PF>
     total = 2 * n_rows if epi == 1 else n_rows
     Wm = view(W, F16, total * ld).reshape(total, ld).astype(np.float64)
     if int(norm_w):
@@ -249,7 +231,7 @@ def fake_cupy():
             self.name = name
 
         def __call__(self, grid, block, args, shared_mem=0):
-            run = (self.name, grid, args, block)
+            run = (self.name, grid, args)
             if state.capture is not None:
                 state.capture.append(run)
             else:
@@ -257,10 +239,9 @@ def fake_cupy():
 
         @staticmethod
         def run(run):
-            name, grid, args, block = run
+            name, grid, args = run
             state.launches.append(name)
-            fn = KERNELS[re.match(r"[a-z_]+?(?=_cl|<|$)", name).group(0)]
-            fn(name, grid, args, block) if fn is gemv else fn(name, grid, args)  # gemv checks its rows' cover
+            KERNELS[re.match(r"[a-z_]+?(?=_cl|<|$)", name).group(0)](name, grid, args)
 
     class Graph:
         def __init__(self, runs):

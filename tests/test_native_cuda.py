@@ -61,20 +61,15 @@ def _fns(gemvs=(), heads=()):
 @pytest.mark.parametrize("rows,k,splits", [(1536, 1152, 1), (1152, 1024, 1), (37, 200, 1), (1152, 6912, 6),
                                            (64, 384, 3)])
 @pytest.mark.parametrize("warps,rpw", [(4, 2), (8, 1), (8, 4)])
-@pytest.mark.parametrize("spread", [0, 1])  # kernels.gemv: rows dealt over the blocks first
-def test_gemv_plain_and_split_k(rows, k, splits, warps, rpw, spread):
+def test_gemv_plain_and_split_k(rows, k, splits, warps, rpw):
     rng = np.random.default_rng(rows * 31 + k + warps)
     W = rng.standard_normal((rows, k)).astype(np.float16)
     x = rng.standard_normal(k).astype(np.float32)
-    nv = K.loads_per_lane(k // splits)
-    fns = _fns({(nv, rpw, K.EPI_PLAIN, 1, spread), (nv, rpw, K.EPI_PLAIN)})
-    ys = []
-    for sp in sorted({0, spread}):
-        ys.append(poisoned((splits, rows)))
-        K.gemv(fns, "t", cupy.asarray(W), rows, k // splits, splits=splits, y=ys[-1], src=cupy.asarray(x),
-               warps=warps, rpw=rpw, spread=sp)()
-    assert rel(ys[-1].get().sum(0), W.astype(np.float64) @ x) < 1e-5
-    assert np.array_equal(ys[0].get(), ys[-1].get())  # a row's sum does not depend on which warp takes it
+    fns = _fns({(K.loads_per_lane(k // splits), rpw, K.EPI_PLAIN)})
+    y = poisoned((splits, rows))
+    K.gemv(fns, "t", cupy.asarray(W), rows, k // splits, splits=splits, y=y, src=cupy.asarray(x), warps=warps,
+           rpw=rpw)()
+    assert rel(y.get().sum(0), W.astype(np.float64) @ x) < 1e-5
 
 
 @pytest.mark.parametrize("warps", [4, 2])  # 4: the register fold (1152 <= 12 x 128 threads); 2: the looped one
@@ -101,37 +96,35 @@ def test_gemv_fold_prologue(first, warps, pf):
 
 
 @pytest.mark.parametrize("warps,rpw,pf", [(4, 2, 1), (8, 4, 1), (8, 2, 0), (8, 2, 2), (4, 4, 2)])  # pf: gemv_name
-@pytest.mark.parametrize("spread", [0, 1])
-def test_gemv_gate_up_gelu(warps, rpw, pf, spread):
+def test_gemv_gate_up_gelu(warps, rpw, pf):
     rng = np.random.default_rng(11 + rpw)
     H, I, eps = 1152, 700, 1e-6
     W = (rng.standard_normal((2 * I, H)) * 0.05).astype(np.float16)  # gate rows, then up rows
     resid, o = rng.standard_normal(H).astype(np.float32), rng.standard_normal(H).astype(np.float32)
     w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
-    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_GELU, pf, spread)})
+    fns = _fns({(K.loads_per_lane(H), rpw, K.EPI_GELU, pf)})
     m, out = poisoned(I), poisoned(H)
     K.gemv(fns, "t", cupy.asarray(W), I, H, epi=K.EPI_GELU, y=m, src=cupy.asarray(resid), delta=cupy.asarray(o),
            delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps, warps=warps, rpw=rpw,
-           prefetch_weights=pf, spread=spread)()
+           prefetch_weights=pf)()
     r = resid + rms(o, w_post, eps)
     gu = W.astype(np.float64) @ rms(r, w_in, eps)
     assert rel(out.get(), r) < 1e-6
     assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
 
 
-@pytest.mark.parametrize("epi,rows", [(K.EPI_PLAIN, 50001), (K.EPI_GELU, 24001)])
-@pytest.mark.parametrize("spread", [0, 1])
-def test_gemv_double_buffered_over_many_groups(epi, rows, spread):
+@pytest.mark.parametrize("epi,rows", [(K.EPI_PLAIN, 50001), (K.EPI_GELU, 24000)])
+def test_gemv_double_buffered_over_many_groups(epi, rows):
     """PF 2 (the next row group in flight while this one is reduced) where every block strides over many groups."""
     rng = np.random.default_rng(rows)
     H = 1152
     total = 2 * rows if epi == K.EPI_GELU else rows
     W = (rng.standard_normal((total, H)) * 0.05).astype(np.float16)
     x = rng.standard_normal(H).astype(np.float32)
-    fns = _fns({(K.loads_per_lane(H), 2, epi, 2, spread)})
+    fns = _fns({(K.loads_per_lane(H), 2, epi, 2)})
     y = poisoned(rows)
     launch = K.gemv(fns, "t", cupy.asarray(W), rows, H, epi=epi, y=y, src=cupy.asarray(x), warps=8, rpw=2,
-                    prefetch_weights=2, spread=spread)
+                    prefetch_weights=2)
     assert launch.grid[0] * 3 < -(-rows // (8 if epi == K.EPI_GELU else 16))  # >= 3 groups a block
     launch()
     ref = W.astype(np.float64) @ x
@@ -558,20 +551,6 @@ def test_native_pdl_equals_plain_launches(folders, image, attention):
         runs[pdl] = _native_run(pipe, x, 40)
     assert runs[True][0] == runs[False][0]
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
-
-
-def test_native_spread_shapes_equal_the_default(folders, image):
-    """SPREAD (rows dealt over the blocks first) moves rows between warps, never how a row is summed: every step
-    GEMV spread gives the default shapes' tokens and bit-identical logits, 40 steps."""
-    runs = []
-    for over in ({}, dict(qkv=(8, 1, 1, 1), o=(8, 1, 0, 1), gate_up=(8, 2, 0, 1), down=(4, 1, 0, 1))):
-        pipe = vlmdecode.load(folders["fused16"], "cuda", "native")
-        dec = pipe.decoder
-        dec.rebuild(dec.shapes.with_overrides(over))
-        _, x = pipe.prepare(PROMPT, image)
-        runs.append(_native_run(pipe, x, 40))
-    assert runs[0][0] == runs[1][0]
-    assert all(np.array_equal(a, b) for a, b in zip(runs[0][1][1:], runs[1][1][1:]))
 
 
 @pytest.mark.parametrize("batch,cluster,clusters", [(8, 16, 1), (8, 8, 0), (2, 8, 1), (4, 1, 0)])

@@ -39,23 +39,21 @@ def test_split_k_and_loads_per_lane():
 
 def test_shapes_name_each_step_gemvs_block_shape_and_instance():
     sh = K.Shapes()  # qkv (8, 1): PF 1 when the shape names none; gate_up (8, 2, 0); down (4, 1, 2)
-    assert sh.gemv("qkv") == dict(warps=8, rpw=1, prefetch_weights=1, spread=0)
-    assert sh.gemv("gate_up") == dict(warps=8, rpw=2, prefetch_weights=0, spread=0)
-    assert sh.gemv("down") == dict(warps=4, rpw=1, prefetch_weights=2, spread=0)
-    assert K.Shapes(o=(8, 2, 2, 1)).gemv("o") == dict(warps=8, rpw=2, prefetch_weights=2, spread=1)
+    assert sh.gemv("qkv") == dict(warps=8, rpw=1, prefetch_weights=1)
+    assert sh.gemv("gate_up") == dict(warps=8, rpw=2, prefetch_weights=0)
+    assert sh.gemv("down") == dict(warps=4, rpw=1, prefetch_weights=2)
     # gemma3-1b: hidden 1152 (5 loads a lane), q 1024 (4), down's slice 864 (4); qkv and head share nv 5
     got = sh.gemv_instances({"qkv": 1152, "o": 1024, "gate_up": 1152, "down": 864, "head": 1152})
     assert got == {(5, 1, K.EPI_PLAIN, 1), (4, 1, K.EPI_PLAIN, 1), (5, 2, K.EPI_GELU, 0), (4, 1, K.EPI_PLAIN, 2),
                    (5, 2, K.EPI_HEAD, 0)}
     assert K.Shapes(o=(8, 2, 2)).gemv_instances({"o": 1024}) == {(4, 2, K.EPI_PLAIN, 2)}
-    assert K.Shapes(o=(8, 2, 2, 1)).gemv_instances({"o": 1024}) == {(4, 2, K.EPI_PLAIN, 2, 1)}
 
 
 def test_shapes_with_overrides_from_json():
     base = K.Shapes.for_head_dim(256)
     got = base.with_overrides(json.loads('{"qkv": [8, 2], "attn_threads": 128}'))
     assert got.qkv == (8, 2) and got.attn_threads == 128 and got.attn_batch == base.attn_batch == 4
-    assert got.gemv("qkv") == dict(warps=8, rpw=2, prefetch_weights=1, spread=0) and base.qkv == (8, 1)
+    assert got.gemv("qkv") == dict(warps=8, rpw=2, prefetch_weights=1) and base.qkv == (8, 1)
     assert base.with_overrides({}) == base
     with pytest.raises(K.KernelShapeError, match=r"unknown Shapes fields \['qvk'\].*'qkv'"):
         base.with_overrides({"qvk": [8, 2]})

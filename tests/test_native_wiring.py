@@ -13,8 +13,6 @@ import native_emulator as emu  # tests/ is on sys.path (pytest's rootdir inserti
 import numpy as np
 import prefill_emulator as pemu
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from vlmdecode.buffers import allocate
 from vlmdecode.fixture import build_fixture, preset
@@ -106,14 +104,12 @@ def _decoder(folder, shapes=None, sync_every=3, prefill="onnxruntime", **options
 
 @pytest.mark.parametrize("config,layout,variant", [
     ("tiny", "unfused", "default"), ("tiny", "fused-cuda", "other"), ("split-k", "fused-cuda", "default"),
-    ("split-k", "unfused", "other"), ("tiny", "fused-cuda", "spread"), ("split-k", "fused-cuda", "spread")])
+    ("split-k", "unfused", "other")])
 def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
-    if variant == "other":  # attention_cl, finer split-K, another head shape
+    if variant != "default":  # attention_cl, finer split-K, another head shape
         shapes = K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_threads=128, slice_target=640,
                           head=(4, 2), gate_up=(8, 4))
-    elif variant == "spread":  # every step GEMV's rows dealt over the blocks first (the emulator checks the cover)
-        shapes = K.Shapes(qkv=(8, 1, 1, 1), o=(4, 2, 1, 1), gate_up=(8, 2, 0, 1), down=(4, 1, 2, 1), slice_target=640)
     # each token read before the next step is queued (lookahead off): dec.logits are that token's row
     dec = _decoder(folders[config, layout], shapes, sync_every=1, lookahead=False)
     plan, steps = dec.plan, 12
@@ -391,31 +387,3 @@ def test_graph_ms_replays_once_warm_then_n_between_events():
     cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event, get_elapsed_time=lambda a, b: 30.0))
     assert graph_ms(cp, Stream(), Graph(), n=3) == 10.0
     assert order == ["launch", "record", "launch", "launch", "launch", "record", "sync"]
-
-
-@settings(max_examples=300, deadline=None)
-@given(grid=st.integers(1, 40), warps=st.integers(1, 8), rpw=st.sampled_from([1, 2, 4]), epi=st.sampled_from([0, 1]),
-       n_rows=st.integers(1, 700), spread=st.sampled_from([0, 1]))
-def test_gemv_rows_cover_every_row_once(grid, warps, rpw, epi, n_rows, spread):
-    """gemv's mapping of rows to (block, warp, round), in the kernel's arithmetic (the emulator's gemv_rows, which
-    every emulated launch checks): any grid, a partial last round, more warps than units."""
-    if epi == 1 and rpw % 2:
-        rpw *= 2
-    assert sorted(emu.gemv_rows(grid, warps, rpw, epi, n_rows, spread)) == list(range(n_rows))
-
-
-def test_gemv_spread_grid_and_refusals(fake):
-    fns = K.compile_module({(5, 1, K.EPI_PLAIN, 1), (5, 1, K.EPI_PLAIN, 1, 1), (5, 2, K.EPI_HEAD, 0)}, set())
-    assert "gemv<5,1,0,1,1>" in fns and "gemv<5,1,0,1>" in fns  # SPREAD named only when 1 (the default is 0)
-    W = allocate((1536, 1152), np.float16, FakeDevice())
-    plain = K.gemv(fns, "qkv", W.array, 1536, 1152, warps=8, rpw=1)
-    spread = K.gemv(fns, "qkv", W.array, 1536, 1152, warps=8, rpw=1, spread=1)
-    res = K.resident_blocks(fns[K.gemv_name(5, 1, K.EPI_PLAIN, 1)], 256, 4 * 1152)
-    assert plain.grid[0] == min(192, res) and spread.grid[0] == min(1536, res) > 192
-    assert plain.fn.name == "gemv<5,1,0,1>" and spread.fn.name == "gemv<5,1,0,1,1>"
-    with pytest.raises(K.KernelShapeError, match="spread is 0 or 1, and 0 for the LM head"):
-        K.gemv(fns, "head", W.array, 1536, 1152, epi=K.EPI_HEAD, warps=8, rpw=2, prefetch_weights=0, spread=1)
-    with pytest.raises(K.KernelShapeError, match="spread is 0 or 1"):
-        K.gemv(fns, "qkv", W.array, 1536, 1152, warps=8, rpw=1, spread=2)
-    with pytest.raises(K.KernelShapeError, match="spread must be 0 or 1"):
-        K.gemv_name(5, 1, K.EPI_PLAIN, 1, 2)

@@ -27,9 +27,9 @@ NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 el
 
 @dataclass(frozen=True)
 class Shapes:
-    """Block shapes of a decode step's kernels: (warps per block, rows per warp[, PF[, spread]]) of each GEMV (GELU:
-    rows come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers; 2:
-    double buffered, `gemv_name`; spread 1: rows dealt over the blocks first, `kernels.gemv`), the
+    """Block shapes of a decode step's kernels: (warps per block, rows per warp[, PF]) of each GEMV (GELU: rows
+    come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers; 2: double
+    buffered, `gemv_name`), the
     split-K slice target of the down projection, and the attention's keys per block and threads. Class defaults:
     the fastest measured at gemma3-1b's shapes on the H200 (data/results/h200_native_kernels.json, from
     scripts/native_kernel_bench.py); the decoder starts from `for_head_dim` (attention's shape by head dim)."""
@@ -74,17 +74,15 @@ class Shapes:
         """gemv()'s block-shape keywords for one step GEMV class (STEP_GEMVS): warps, rpw, prefetch_weights
         (PF 1 when the shape names none)."""
         wr = getattr(self, cls)
-        return dict(warps=wr[0], rpw=wr[1], prefetch_weights=int(wr[2]) if len(wr) > 2 else 1,
-                    spread=int(wr[3]) if len(wr) > 3 else 0)
+        return dict(warps=wr[0], rpw=wr[1], prefetch_weights=int(wr[2]) if len(wr) > 2 else 1)
 
     def gemv_instances(self, k_lens: dict) -> set:
-        """The (nv, rpw, epi, pf[, 1: spread]) of compile_module for these step GEMV classes; k_lens: class -> the
-        reduction slice its launches stream (down: one split-K slice)."""
+        """The (nv, rpw, epi, pf) of compile_module for these step GEMV classes; k_lens: class -> the reduction
+        slice its launches stream (down: one split-K slice)."""
         out = set()
         for cls, k_len in k_lens.items():
             kw = self.gemv(cls)
-            inst = (loads_per_lane(k_len), kw["rpw"], STEP_GEMVS[cls], kw["prefetch_weights"])
-            out.add(inst + (1,) if kw["spread"] else inst)
+            out.add((loads_per_lane(k_len), kw["rpw"], STEP_GEMVS[cls], kw["prefetch_weights"]))
         return out
 
 
@@ -164,15 +162,12 @@ def attention_blocks(shapes: Shapes, capacity: int, window: int | None, head_dim
     return attention_splits(capacity, window, shapes.attn_chunk)
 
 
-def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1, spread: int = 0) -> str:
-    """gemv<NV,RPW,EPI,PF[,SPREAD]>; PF 1: the first rows' weights are loaded before the input vector is formed; PF 2:
-    that, and each next row group's weights are loaded while the current one is reduced (two register buffers).
-    SPREAD 1 (named only when 1: the template's default is 0): rows dealt over the blocks first (`gemv`)."""
+def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
+    """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed; PF 2: that,
+    and each next row group's weights are loaded while the current one is reduced (two register buffers)."""
     if int(pf) not in (0, 1, 2):
         raise KernelShapeError(f"GEMV weight prefetch must be 0, 1 or 2, got {pf}")
-    if int(spread) not in (0, 1):
-        raise KernelShapeError(f"GEMV spread must be 0 or 1, got {spread}")
-    return f"gemv<{nv},{rpw},{epi},{int(pf)}{',1' if spread else ''}>"
+    return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
 
 
 def attention_name(head_dim: int) -> str:
@@ -190,9 +185,9 @@ _modules: dict = {}
 
 
 def compile_module(gemvs, head_dims, clustered=(), extra=()):
-    """One RawModule holding gemv<NV,RPW,EPI,PF[,SPREAD]> for every (nv, rpw, epi[, pf = 1[, spread]]) in `gemvs`,
-    attention<HD> for every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, the
-    template instances named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
+    """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
+    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, the template instances
+    named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
@@ -287,15 +282,14 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
          part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2,
-         resident_grid: bool = True, prefetch_weights: int = 1, spread: int = 0) -> Launch:
+         resident_grid: bool = True, prefetch_weights: int = 1) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
     LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
     at run time, so a captured graph follows new ids), or None.
     warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>. resident_grid: at most the
     blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group.
-    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2. spread 1: a round's row units
-    dealt over the blocks before the warps (`warp_unit`), the grid every resident block up to one warp a unit."""
+    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -307,15 +301,12 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
         raise KernelShapeError(f"{name}: 1 to 8 warps per block (the kernel's launch bound), got {warps}")
     if epi == EPI_GELU and rpw % 2:
         raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
-    if spread not in (0, 1) or (spread and epi == EPI_HEAD):
-        raise KernelShapeError(f"{name}: spread is 0 or 1, and 0 for the LM head (one partial a block), got {spread}")
-    fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights), spread)]
+    fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
     shared = _need_shared(fn, 4 * k_len)
     resident = -(-resident_blocks(fn, warps * 32, shared) // splits) if resident_grid else n_groups
-    n_units = -(-n_rows // (rpw // 2 if epi == EPI_GELU else rpw))
-    grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_units if spread else n_groups, resident)
+    grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident)
     args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
             ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
             ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))

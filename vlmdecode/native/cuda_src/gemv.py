@@ -4,40 +4,21 @@ gelu(gate) * up, LM head with argmax partials).
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
 
-CODE = r"""// The unit (RPW rows; EPI_GELU: RPW / 2 (gate, up) pairs) of one warp in round g = blockIdx.x + t gridDim.x.
-// SPREAD 0: g nwarps + warp, a block's warps take consecutive units, so a partial last round falls on the first
-// blocks only; SPREAD 1: t gridDim.x nwarps + warp gridDim.x + blockIdx.x, a round's units dealt over the blocks
-// first, so a partial last round (or a grid larger than the units) leaves every block about as much as the rest.
-__device__ __forceinline__ int spread_unit(const int g) {
-    const int b = blockIdx.x;
-    return (g - b) * (int)(blockDim.x >> 5) + (int)(threadIdx.x >> 5) * (int)gridDim.x + b;
-}
-
-// SPREAD 1: does round g hold a unit of this block's first warp (the others' rows past n_units are masked)
-__device__ __forceinline__ bool spread_live(const int g, const int n_units) {
-    const int b = blockIdx.x;
-    return (g - b) * (int)(blockDim.x >> 5) + b < n_units;
-}
-
-// rows of one warp in round g; EPI_GELU: RPW / 2 gate rows j.. and their up rows j + n_rows..
-template <int RPW, int EPI, int SPREAD>
+CODE = r"""// rows of one warp in group g; EPI_GELU: RPW / 2 gate rows j.. and their up rows j + n_rows..
+template <int RPW, int EPI>
 __device__ __forceinline__ void warp_rows(int (&row)[RPW], const int g, const int n_rows) {
     const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     if (EPI == EPI_GELU) {
         constexpr int P = RPW / 2;
-        const int j = (SPREAD ? spread_unit(g) : g * nwarps + warp) * P;
+        const int j = (g * nwarps + warp) * P;
 #pragma unroll
         for (int i = 0; i < P; ++i) {
-            if (SPREAD && j + i >= n_rows) {  // a pair past the gate rows loads nothing (2 n_rows: past row_end)
-                row[i] = row[P + i] = 2 * n_rows;
-            } else {
-                row[i] = j + i;
-                row[P + i] = j + i + n_rows;
-            }
+            row[i] = j + i;
+            row[P + i] = j + i + n_rows;
         }
     } else {
 #pragma unroll
-        for (int i = 0; i < RPW; ++i) row[i] = (SPREAD ? spread_unit(g) : g * nwarps + warp) * RPW + i;
+        for (int i = 0; i < RPW; ++i) row[i] = (g * nwarps + warp) * RPW + i;
     }
 }
 
@@ -68,7 +49,7 @@ __device__ __forceinline__ void touch_params(const float* src, const __half* x_i
                      y);
 }
 
-template <int NV, int RPW, int EPI, int PF, int SPREAD = 0>  // SPREAD: warp_unit's mapping
+template <int NV, int RPW, int EPI, int PF>
 __global__ void __launch_bounds__(256) gemv(
     const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
     const float* src, const __half* x_in, const float x_scale,
@@ -88,12 +69,11 @@ __global__ void __launch_bounds__(256) gemv(
     static_assert(EPI != EPI_GELU || RPW % 2 == 0, "GELU rows come in (gate, up) pairs");
     const int per_group = nwarps * (EPI == EPI_GELU ? RPW / 2 : RPW);
     const int n_groups = (n_rows + per_group - 1) / per_group;
-    const int n_units = SPREAD ? (n_rows + per_group / nwarps - 1) / (per_group / nwarps) : 0;  // spread_live
     const int row_end = EPI == EPI_GELU ? 2 * n_rows : n_rows;
     int row[RPW];
     uint4 w[RPW][NV];
     int g = blockIdx.x;
-    warp_rows<RPW, EPI, SPREAD>(row, g, n_rows);
+    warp_rows<RPW, EPI>(row, g, n_rows);
     STAMP(0);
     pdl_trigger();
     if (PF) load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);  // in flight during the prologue
@@ -110,16 +90,16 @@ __global__ void __launch_bounds__(256) gemv(
     long long bi = NO_INDEX;
     bool bad = false;
     const int ns = (EPI == EPI_HEAD && n_suppress != NULL) ? n_suppress[0] : 0;
-    for (; SPREAD ? spread_live(g, n_units) : g < n_groups; g += gridDim.x) {
+    for (; g < n_groups; g += gridDim.x) {
         if (PF == 0 || (PF == 1 && g != (int)blockIdx.x)) {  // PF 0: fewer live registers in the prologue
-            warp_rows<RPW, EPI, SPREAD>(row, g, n_rows);
+            warp_rows<RPW, EPI>(row, g, n_rows);
             load_rows<NV, RPW>(w, W, row, row_end, ld, k0, k_len);
         }
         // PF 2: the next group's rows are in flight while this group's are reduced (double-buffered)
         int row_next[RPW];
         uint4 w_next[RPW][NV];
-        if (PF == 2 && (SPREAD ? spread_live(g + (int)gridDim.x, n_units) : g + (int)gridDim.x < n_groups)) {
-            warp_rows<RPW, EPI, SPREAD>(row_next, g + gridDim.x, n_rows);
+        if (PF == 2 && g + (int)gridDim.x < n_groups) {
+            warp_rows<RPW, EPI>(row_next, g + gridDim.x, n_rows);
             load_rows<NV, RPW>(w_next, W, row_next, row_end, ld, k0, k_len);
         }
         float acc[RPW];
@@ -156,7 +136,7 @@ __global__ void __launch_bounds__(256) gemv(
                 if (!skip && (xv > bv || bi == NO_INDEX)) { bv = xv; bi = r; }  // rows ascend within a warp
             }
         }
-        if (PF == 2 && (SPREAD ? spread_live(g + (int)gridDim.x, n_units) : g + (int)gridDim.x < n_groups)) {
+        if (PF == 2 && g + (int)gridDim.x < n_groups) {
 #pragma unroll
             for (int i = 0; i < RPW; ++i) {
                 row[i] = row_next[i];
