@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 16, session 21 (main at .gitsha; after the 7 staging calls): onnxruntime-gpu + genai into /tmp/site, then the
+# issue 16, session 21 (branch gemv-spread at .gitsha, a479f41: main has no SPREAD; after the 7 staging calls): onnxruntime-gpu + genai into /tmp/site, then the
 # GEMV tests with SPREAD (rows dealt over the blocks first) and the spread step's bit-equality test
 # -> $OUT/h200_gemv_spread_tests.txt. Then s21e.sh back to back (the A/B).
 if [ ! -d /tmp/site/onnxruntime ]; then

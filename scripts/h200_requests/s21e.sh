@@ -1,5 +1,5 @@
 #!/bin/bash
-# issue 16, session 21, right after s21d.sh (warm): the step GEMVs with SPREAD 1, each class alone and all four,
+# issue 16, session 21, branch gemv-spread (a479f41), right after s21d.sh (warm): the step GEMVs with SPREAD 1, each class alone and all four,
 # A/B'd across processes (scripts/h200_ab.py: the gemma3-1b step replayed, context 1024; 3 rounds, rotated order).
 # o and down spread with PF 0 (their PF 1 / 2 spread instances spill 32 bytes); o_pf0 is o's PF 0 alone, unspread.
 export PYTHONPATH=/tmp/site:$PWD VLMDECODE_CACHE=/tmp/vlmcache VLMDECODE_GIT_SHA=$(cat .gitsha) PYTHONUNBUFFERED=1
