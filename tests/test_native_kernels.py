@@ -94,8 +94,9 @@ def test_cluster_attention_geometry():
 def test_kernel_names():
     assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1,1>" and K.attention_name(256) == "attention<256>"
     assert K.gemv_name(5, 2, K.EPI_GELU, 0) == "gemv<5,2,1,0>" and K.gemv_name(1, 4, K.EPI_HEAD, 2) == "gemv<1,4,2,2>"
+    assert K.gemv_name(5, 2, K.EPI_GELU, 3) == "gemv_split<5,2>"  # PF 3: gate|up only
     with pytest.raises(K.KernelShapeError, match="0, 1 or 2"):
-        K.gemv_name(5, 2, K.EPI_GELU, 3)
+        K.gemv_name(5, 2, K.EPI_PLAIN, 3)
 
 
 # gemv<NV, RPW, EPI, PF>'s parameter types (cuda_src.gemv), for explicit instantiations

@@ -22,6 +22,7 @@ HEAD_MAX_BLOCKS = 1024  # one argmax partial per block; `advance` reduces them i
 ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at position t
 ATTN_THREADS = 256
 SLICE_TARGET = 864  # split-K: largest reduction slice one block streams per row (gemma3-1b down: 8 x 864)
+FOLD_R = 3  # float4 slots a thread of the fold (cuda_src.common FOLD_R)
 NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
 
 
@@ -164,9 +165,13 @@ def attention_blocks(shapes: Shapes, capacity: int, window: int | None, head_dim
 
 def gemv_name(nv: int, rpw: int, epi: int, pf: int = 1) -> str:
     """gemv<NV,RPW,EPI,PF>; PF 1: the first rows' weights are loaded before the input vector is formed; PF 2: that,
-    and each next row group's weights are loaded while the current one is reduced (two register buffers)."""
-    if int(pf) not in (0, 1, 2):
-        raise KernelShapeError(f"GEMV weight prefetch must be 0, 1 or 2, got {pf}")
+    and each next row group's weights are loaded while the current one is reduced (two register buffers); PF 3
+    (gate|up): the second half of the warps loads its first rows before the wait while the first half forms the
+    vector (`gemv_split<NV,RPW>`, `fold_half`)."""
+    if int(pf) not in (0, 1, 2, 3) or (int(pf) == 3 and epi != EPI_GELU):
+        raise KernelShapeError(f"GEMV weight prefetch must be 0, 1 or 2 (3: gate|up only), got {pf} for epilogue {epi}")
+    if int(pf) == 3:
+        return f"gemv_split<{nv},{rpw}>"
     return f"gemv<{nv},{rpw},{epi},{int(pf)}>"
 
 
@@ -301,6 +306,10 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
         raise KernelShapeError(f"{name}: 1 to 8 warps per block (the kernel's launch bound), got {warps}")
     if epi == EPI_GELU and rpw % 2:
         raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
+    if int(prefetch_weights) == 3 and (warps < 2 or warps % 2 or src is None or norm_w is None
+                                       or k_len > 4 * FOLD_R * 16 * warps):
+        raise KernelShapeError(f"{name}: PF 3 folds over half the warps: an even warp count, a residual and a norm, "
+                               f"and a row of at most {4 * FOLD_R * 16 * warps} elements (got {warps}, {k_len})")
     fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)

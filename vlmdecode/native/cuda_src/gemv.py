@@ -1,5 +1,6 @@
 """The native GEMV kernel `gemv<NV, RPW, EPI, PF>` and its row helpers (epilogues: plain / split-K,
-gelu(gate) * up, LM head with argmax partials).
+gelu(gate) * up, LM head with argmax partials); `gemv_split<NV, RPW>`: gate|up with half the warps' first rows in
+flight while the other half forms the vector.
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
@@ -147,6 +148,80 @@ __global__ void __launch_bounds__(256) gemv(
     }
     if (EPI == EPI_HEAD) {
         block_partial(bv, bi, bad, best_v, best_i, part_v, part_i);
+    }
+    STAMP_END();
+}
+
+// one row group of gate|up from registers: gelu(gate) * up of this warp's pairs -> y
+template <int NV, int RPW>
+__device__ __forceinline__ void gelu_group(const uint4 (&w)[RPW][NV], const int (&row)[RPW], const float* vec,
+                                           float* y, const int n_rows, const int k_len) {
+    const int lane = threadIdx.x & 31;
+    float acc[RPW];
+#pragma unroll
+    for (int i = 0; i < RPW; ++i) {
+        acc[i] = 0.f;
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+            const int col = (lane + 32 * j) * 8;
+            if (col < k_len) acc[i] += dot8(w[i][j], vec + col);
+        }
+        acc[i] = warp_sum(acc[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < RPW / 2; ++i)
+        if (lane == 0 && row[i] < n_rows) y[row[i]] = gelu_tanh(acc[i]) * acc[RPW / 2 + i];
+}
+
+// gemv<NV, RPW, EPI_GELU, *>'s rows and sums with the vector formed by the first half of the warps (fold_half)
+// while the second half's first row groups are in flight: those warps load before pdl_wait and reduce their first
+// group in a branch of their own, so no thread holds weights and the fold's registers at once. The same parameters
+// as gemv (the LM head's unused).
+template <int NV, int RPW>
+__global__ void __launch_bounds__(256) gemv_split(
+    const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
+    const float* src, const __half* x_in, const float x_scale,
+    const float* delta, const int delta_parts, const float* delta_w,
+    float* resid_out, const float* norm_w, const float eps,
+    float* y,                                      // [n_rows]
+    __half* logits, const float softcap, float* part_v, long long* part_i,
+    const long long* suppress, const int* n_suppress
+    STAMP_PARAM)
+{
+    static_assert(RPW % 2 == 0, "GELU rows come in (gate, up) pairs");
+    extern __shared__ float vec[];
+    __shared__ float red[32];
+    const int nwarps = blockDim.x >> 5, T = (nwarps / 2) * 32;
+    const int per_group = nwarps * (RPW / 2);
+    const int n_groups = (n_rows + per_group - 1) / per_group;
+    const bool early = (int)threadIdx.x >= T;
+    STAMP(0);
+    pdl_trigger();
+    touch_params(src, x_in, delta, delta_w, resid_out, norm_w, y, x_scale, eps, delta_parts, k_len);
+    int g = blockIdx.x;
+    if (early) {
+        int row[RPW];
+        uint4 w[RPW][NV];
+        if (g < n_groups) {
+            warp_rows<RPW, EPI_GELU>(row, g, n_rows);
+            load_rows<NV, RPW>(w, W, row, 2 * n_rows, ld, 0, k_len);  // in flight during the wait and the fold
+        }
+        pdl_wait();
+        STAMP(1);
+        bar_vector();  // the first half has formed the vector
+        if (g < n_groups) gelu_group<NV, RPW>(w, row, vec, y, n_rows, k_len);
+        g += gridDim.x;
+    } else {
+        pdl_wait();  // the input vector's parts are earlier kernels' outputs
+        fold_half(vec, red, k_len, src, delta, delta_parts, delta_w, resid_out, norm_w, eps, T);
+        bar_vector();
+    }
+    for (; g < n_groups; g += gridDim.x) {
+        int row[RPW];
+        uint4 w[RPW][NV];
+        warp_rows<RPW, EPI_GELU>(row, g, n_rows);
+        load_rows<NV, RPW>(w, W, row, 2 * n_rows, ld, 0, k_len);
+        gelu_group<NV, RPW>(w, row, vec, y, n_rows, k_len);
     }
     STAMP_END();
 }
