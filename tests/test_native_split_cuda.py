@@ -32,8 +32,8 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-@pytest.mark.parametrize("H,I", [(1152, 6912), (1152, 700), (64, 128), (1536, 24000)])
-@pytest.mark.parametrize("warps,rpw", [(8, 2), (4, 2), (8, 4)])
+@pytest.mark.parametrize("H,I,warps,rpw", [(1152, 6912, 8, 2), (1152, 700, 8, 4), (1536, 24000, 8, 2),
+                                           (64, 128, 4, 2), (64, 128, 8, 2), (200, 1040, 2, 2)])
 def test_gemv_split_gate_up(H, I, warps, rpw):
     rng = np.random.default_rng(H + I + rpw)
     eps = 1e-6
