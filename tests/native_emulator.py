@@ -213,8 +213,13 @@ def advance(name, grid, a):
         tt[0] += 1
 
 
-KERNELS = {"gemv": gemv, "attention": attention, "advance": advance, "argmax_partial": argmax_partial,
-           "head_bound": head_bound, "head_pick": head_pick}
+def gemv_split(name, grid, a):
+    """gemv_split<NV,RPW>: gemv<NV,RPW,EPI_GELU,3>'s contract (the fold over half the warps is the same math)."""
+    gemv(name.replace("gemv_split<", "gemv<")[:-1] + ",1,3>", grid, a)
+
+
+KERNELS = {"gemv": gemv, "gemv_split": gemv_split, "attention": attention, "advance": advance,
+           "argmax_partial": argmax_partial, "head_bound": head_bound, "head_pick": head_pick}
 
 
 # ---- the module -------------------------------------------------------------------------------------

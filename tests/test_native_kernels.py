@@ -38,13 +38,14 @@ def test_split_k_and_loads_per_lane():
 
 
 def test_shapes_name_each_step_gemvs_block_shape_and_instance():
-    sh = K.Shapes()  # qkv (8, 1): PF 1 when the shape names none; gate_up (8, 2, 0); down (4, 1, 2)
+    sh = K.Shapes()  # qkv (8, 1): PF 1 when the shape names none; gate_up (8, 2, 3); down (4, 1, 2)
     assert sh.gemv("qkv") == dict(warps=8, rpw=1, prefetch_weights=1)
-    assert sh.gemv("gate_up") == dict(warps=8, rpw=2, prefetch_weights=0)
+    assert sh.gemv("gate_up") == dict(warps=8, rpw=2, prefetch_weights=3)
+    assert K.Shapes.for_model(256, 1152).gate_up == (8, 2, 3) and K.Shapes.for_model(256, 2560).gate_up == (8, 2, 0)
     assert sh.gemv("down") == dict(warps=4, rpw=1, prefetch_weights=2)
     # gemma3-1b: hidden 1152 (5 loads a lane), q 1024 (4), down's slice 864 (4); qkv and head share nv 5
     got = sh.gemv_instances({"qkv": 1152, "o": 1024, "gate_up": 1152, "down": 864, "head": 1152})
-    assert got == {(5, 1, K.EPI_PLAIN, 1), (4, 1, K.EPI_PLAIN, 1), (5, 2, K.EPI_GELU, 0), (4, 1, K.EPI_PLAIN, 2),
+    assert got == {(5, 1, K.EPI_PLAIN, 1), (4, 1, K.EPI_PLAIN, 1), (5, 2, K.EPI_GELU, 3), (4, 1, K.EPI_PLAIN, 2),
                    (5, 2, K.EPI_HEAD, 0)}
     assert K.Shapes(o=(8, 2, 2)).gemv_instances({"o": 1024}) == {(4, 2, K.EPI_PLAIN, 2)}
 

@@ -37,7 +37,8 @@ class Shapes:
 
     qkv: tuple = (8, 1)
     o: tuple = (8, 1)
-    gate_up: tuple = (8, 2, 0)  # weights after the prologue: PF 1 and 2 need 128 registers (fewer blocks an SM)
+    gate_up: tuple = (8, 2, 3)  # PF 3: half the warps' first rows in flight while the other half folds (gemv_split,
+    # 78 registers, h200_gate_up_split_ab_321767e.json); PF 1 and 2 need 128 (fewer blocks an SM)
     down: tuple = (4, 1, 2)  # double-buffered, at no register cost (h200_gemv_prefetch.json)
     head: tuple = (8, 2, 0)  # grid-stride, <= 1024 blocks; PF 0 keeps more blocks resident (same file)
     slice_target: int = SLICE_TARGET
@@ -50,6 +51,15 @@ class Shapes:
     attn_cluster: int = 16
     attn_clusters: int = 1
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
+
+    @classmethod
+    def for_model(cls, head_dim: int, hidden: int) -> Shapes:
+        """`for_head_dim`'s shapes, with gate|up at PF 0 where the hidden size is longer than PF 3's fold takes
+        (`split_fold_max`)."""
+        out = cls.for_head_dim(head_dim)
+        if len(out.gate_up) > 2 and int(out.gate_up[2]) == 3 and hidden > split_fold_max(out.gate_up[0]):
+            out = replace(out, gate_up=(*out.gate_up[:2], 0, *out.gate_up[3:]))
+        return out
 
     @classmethod
     def for_head_dim(cls, head_dim: int) -> Shapes:
@@ -99,6 +109,11 @@ def rows_layout(w_in_out: np.ndarray) -> np.ndarray:
         raise KernelShapeError(f"a GEMV's reduction length must be a multiple of 8 (16-byte rows), "
                                f"got {w_in_out.shape[0]}")
     return np.ascontiguousarray(w_in_out.T)
+
+
+def split_fold_max(warps: int) -> int:
+    """The longest row gemv_split's fold takes: FOLD_R float4s a thread of half the block's warps."""
+    return 4 * FOLD_R * 16 * int(warps)
 
 
 def loads_per_lane(k_len: int) -> int:
@@ -307,9 +322,9 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     if epi == EPI_GELU and rpw % 2:
         raise KernelShapeError(f"{name}: GELU rows come in (gate, up) pairs: rows per warp must be even, got {rpw}")
     if int(prefetch_weights) == 3 and (warps < 2 or warps % 2 or src is None or norm_w is None
-                                       or k_len > 4 * FOLD_R * 16 * warps):
+                                       or k_len > split_fold_max(warps)):
         raise KernelShapeError(f"{name}: PF 3 folds over half the warps: an even warp count, a residual and a norm, "
-                               f"and a row of at most {4 * FOLD_R * 16 * warps} elements (got {warps}, {k_len})")
+                               f"and a row of at most {split_fold_max(warps)} elements (got {warps}, {k_len})")
     fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)

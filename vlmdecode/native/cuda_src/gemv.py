@@ -207,12 +207,12 @@ __global__ void __launch_bounds__(256) gemv_split(
             load_rows<NV, RPW>(w, W, row, 2 * n_rows, ld, 0, k_len);  // in flight during the wait and the fold
         }
         pdl_wait();
-        STAMP(1);
         bar_vector();  // the first half has formed the vector
         if (g < n_groups) gelu_group<NV, RPW>(w, row, vec, y, n_rows, k_len);
         g += gridDim.x;
     } else {
         pdl_wait();  // the input vector's parts are earlier kernels' outputs
+        STAMP(1);
         fold_half(vec, red, k_len, src, delta, delta_parts, delta_w, resid_out, norm_w, eps, T);
         bar_vector();
     }
