@@ -14,7 +14,8 @@
                 attn     q/k norm + rotary + KV append + split-sequence attention + combine (cluster)
                 o        o GEMV
                 gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
-                         gelu_tanh(g) * u in the epilogue
+                         gelu_tanh(g) * u in the epilogue (gemv_split: half the warps fold while the
+                         other half's first rows are in flight)
                 down     split-K down GEMV (partials summed by the next prologue)
               head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
               a greedy step that nobody reads logits of (the default loop: lookahead, or sync_every > 1) runs

@@ -10,6 +10,8 @@ each block recomputes from the [H] row) runs while the weights are in flight.
                          gate|up rows (RPW / 2 pairs a warp), EPI_HEAD writes fp16 logits (optional
                          softcap) and one (max, first index) partial per block over the ids not
                          suppressed, NaN when one of those logits is NaN/+inf (device mode's semantics)
+    gemv_split<NV, RPW>  gemv's EPI_GELU rows (gate|up's default, PF 3): half the warps form the vector while the
+                         other half's first rows are in flight, each half in a branch of its own (fewer registers)
     attention<HD>        q/k RMSNorm + half-split rotary + KV append at position pos[0] + one chunk of the
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)
