@@ -236,7 +236,9 @@ __device__ void fold_regs(float* vec, float* red, const int n, const int n4, con
 
 // fold_regs over the first T threads (a multiple of 32, n / 4 <= FOLD_R T; src and norm_w given) with named barrier
 // 1 among them; the block's other warps hold their first rows' weights meanwhile (gemv_split) and meet them at
-// bar_vector (named barrier 2, every thread) once the vector is written. The same sums as fold_regs over T threads.
+// bar_vector (named barrier 2, every thread) once the vector is written. The same sums as fold_regs over T threads;
+// its own lines rather than a fold_regs with a thread count: through one template, the default GEMVs' PTX stays
+// equal but gemv_split's changes, and that build is not the one measured (h200_gate_up_split_ab_321767e.json)
 __device__ __forceinline__ void bar_named(const int T) { asm volatile("bar.sync 1, %0;" :: "r"(T) : "memory"); }
 
 __device__ __forceinline__ void bar_vector() { asm volatile("bar.sync 2;" ::: "memory"); }
