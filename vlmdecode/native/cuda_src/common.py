@@ -256,48 +256,46 @@ __device__ void fold_half(float* vec, float* red, const int n, const float* src,
                           const int delta_parts, const float* delta_w, float* resid_out, const float* norm_w,
                           const float eps, const int T) {
     const int n4 = n >> 2;
-    {
-        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-        float4 b[FOLD_R], d[FOLD_R], dw[FOLD_R], nw[FOLD_R];
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 b[FOLD_R], d[FOLD_R], dw[FOLD_R], nw[FOLD_R];
 #pragma unroll
-        for (int j = 0; j < FOLD_R; ++j) {
-            const int i = threadIdx.x + j * T;
-            b[j] = z; d[j] = z; dw[j] = z; nw[j] = z;
-            if (i < n4) {
-                b[j] = reinterpret_cast<const float4*>(src)[i];
-                nw[j] = reinterpret_cast<const float4*>(norm_w)[i];
-                if (delta != NULL) {
-                    dw[j] = reinterpret_cast<const float4*>(delta_w)[i];
+    for (int j = 0; j < FOLD_R; ++j) {
+        const int i = threadIdx.x + j * T;
+        b[j] = z; d[j] = z; dw[j] = z; nw[j] = z;
+        if (i < n4) {
+            b[j] = reinterpret_cast<const float4*>(src)[i];
+            nw[j] = reinterpret_cast<const float4*>(norm_w)[i];
+            if (delta != NULL) {
+                dw[j] = reinterpret_cast<const float4*>(delta_w)[i];
 #pragma unroll 8
-                    for (int p = 0; p < delta_parts; ++p) {
-                        const float4 v = reinterpret_cast<const float4*>(delta + (size_t)p * n)[i];
-                        d[j].x += v.x; d[j].y += v.y; d[j].z += v.z; d[j].w += v.w;
-                    }
+                for (int p = 0; p < delta_parts; ++p) {
+                    const float4 v = reinterpret_cast<const float4*>(delta + (size_t)p * n)[i];
+                    d[j].x += v.x; d[j].y += v.y; d[j].z += v.z; d[j].w += v.w;
                 }
             }
         }
-        float inv_d = 0.f;
-        if (delta != NULL) {
-            float ss = 0.f;
-#pragma unroll
-            for (int j = 0; j < FOLD_R; ++j) ss += f4_dot(d[j]);
-            inv_d = rsqrtf(part_sum(ss, red, T) / n + eps);
-        }
-        const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
+    }
+    float inv_d = 0.f;
+    if (delta != NULL) {
         float ss = 0.f;
 #pragma unroll
-        for (int j = 0; j < FOLD_R; ++j) {
-            b[j] = f4_fma(d[j], inv_d, dw[j], b[j]);
-            ss += f4_dot(b[j]);
-            const int i = threadIdx.x + j * T;
-            if (store && i < n4) reinterpret_cast<float4*>(resid_out)[i] = b[j];
-        }
-        const float inv = rsqrtf(part_sum(ss, red, T) / n + eps);
+        for (int j = 0; j < FOLD_R; ++j) ss += f4_dot(d[j]);
+        inv_d = rsqrtf(part_sum(ss, red, T) / n + eps);
+    }
+    const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
+    float ss = 0.f;
 #pragma unroll
-        for (int j = 0; j < FOLD_R; ++j) {
-            const int i = threadIdx.x + j * T;
-            if (i < n4) reinterpret_cast<float4*>(vec)[i] = f4_fma(b[j], inv, nw[j], z);
-        }
+    for (int j = 0; j < FOLD_R; ++j) {
+        b[j] = f4_fma(d[j], inv_d, dw[j], b[j]);
+        ss += f4_dot(b[j]);
+        const int i = threadIdx.x + j * T;
+        if (store && i < n4) reinterpret_cast<float4*>(resid_out)[i] = b[j];
+    }
+    const float inv = rsqrtf(part_sum(ss, red, T) / n + eps);
+#pragma unroll
+    for (int j = 0; j < FOLD_R; ++j) {
+        const int i = threadIdx.x + j * T;
+        if (i < n4) reinterpret_cast<float4*>(vec)[i] = f4_fma(b[j], inv, nw[j], z);
     }
 }
 
