@@ -1,15 +1,10 @@
 #!/bin/bash
-# issue 16, session 23 (branch fold-split at .gitsha, gate|up (8, 2, 3) the default; after the 7 staging calls): the
+# issue 16, session 23 (main at .gitsha, gate|up (8, 2, 3) the default; after the 7 staging calls): the
 # native decoder's CUDA tests (test_native_cuda.py's decoder tests: tokens equal to onnxruntime over 200 steps on the
 # tiny fixture's three layouts, the bounded head, sampling, counters, PDL, memory) and gemv_split's, with the new
 # default -> $OUT/h200_gate_up_split_native_tests_<sha>.txt.
 set -o pipefail
-if [ ! -d /tmp/site/onnxruntime ]; then
-  cat /root/parts/part* > /tmp/$(cat .gpu/genai/ORT_WHEEL_NAME) && python3 -m pip install -q --no-index --no-deps \
-    --target /tmp/site /tmp/onnxruntime_gpu-*.whl .gpu/genai/*.whl 2>&1 | tail -2
-fi
-export PYTHONPATH=/tmp/site:$PWD VLMDECODE_CACHE=/tmp/vlmcache VLMDECODE_GIT_SHA=$(cat .gitsha) PYTHONUNBUFFERED=1
-s7=$(cut -c1-7 .gitsha)
+. scripts/h200_requests/preamble.sh
 timeout ${T:-200} python3 -m pytest -m cuda tests/test_native_cuda.py tests/test_native_split_cuda.py -k "native_ or split" \
   -q -p no:cacheprovider -o addopts="" -rf 2>&1 | grep -v "plugin EP" | tee "$OUT/h200_gate_up_split_native_tests_$s7.txt" \
   | tail -n 6

@@ -4,12 +4,7 @@
 # against the default PF 3 (4 of 8): the split tests, the step's timeline with (8, 2, 4), and the replayed step
 # across processes (h200_ab.py, 3 rounds) -> $OUT/h200_gate_up_split3_ab_<sha>.json (gemma3-1b, context 1024).
 set -o pipefail
-if [ ! -d /tmp/site/onnxruntime ]; then
-  cat /root/parts/part* > /tmp/$(cat .gpu/genai/ORT_WHEEL_NAME) && python3 -m pip install -q --no-index --no-deps \
-    --target /tmp/site /tmp/onnxruntime_gpu-*.whl .gpu/genai/*.whl 2>&1 | tail -2
-fi
-export PYTHONPATH=/tmp/site:$PWD VLMDECODE_CACHE=/tmp/vlmcache VLMDECODE_GIT_SHA=$(cat .gitsha) PYTHONUNBUFFERED=1
-s7=$(cut -c1-7 .gitsha)
+. scripts/h200_requests/preamble.sh
 timeout 200 python3 -m pytest -m cuda tests/test_native_split_cuda.py -q -p no:cacheprovider -o addopts="" -rf -x 2>&1 \
   | grep -v "plugin EP" | tee "$OUT/h200_gate_up_split3_tests_$s7.txt" | tail -n 4 || exit 1
 OUT="$OUT" timeout 200 python3 scripts/h200_native_timeline.py --shapes '{"gate_up": [8, 2, 4]}' \
