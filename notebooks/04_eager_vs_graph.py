@@ -225,9 +225,11 @@ plt.show()
 # bandwidth measured in the same run, with caches and clocks as found. Kernels are serialized while profiled,
 # so the sum is the step without launch gaps but also without PDL overlap (each kernel's start-up and tail are
 # paid alone): here it is longer than the replayed step. `planned_MB` is what each launch accounts for; where
-# `dram_MB` is smaller the L2 held the data (attention's KV). Look at `of_copy_bw` and `us_each`: the LM head
-# streams at the copy bandwidth, gate|up and down at about half of it, QKV and o far below; attention moves
-# almost nothing from DRAM yet takes a sixth of the step: it is latency-bound.
+# `dram_MB` is smaller the L2 held the data (attention's KV). The profiled step is a greedy one: its LM head is the
+# bounded head (head_bound streams the int8 copy, head_pick computes the few rows that can win). Look at
+# `of_copy_bw` and `us_each`: head_bound streams closest to the copy bandwidth, gate|up and down at about half of
+# it, QKV and o far below; attention moves almost nothing from DRAM yet takes a sixth of the step: it is
+# latency-bound.
 
 # %%
 ncu = results_native.ncu_classes()
@@ -236,7 +238,8 @@ if ncu.empty:
 else:
     a = ncu.attrs
     print(f"copy bandwidth {a['copy_tb_per_s']:.2f} TB/s; kernel sum {a['kernel_sum_ms']:.3f} ms "
-          f"(without advance {a['body_ms']:.3f}); replayed step {a['replay_ms']:.3f} ms; floor {a['floor_ms']:.3f} ms")
+          f"(without advance {a['body_ms']:.3f}); replayed greedy step {a['greedy_replay_ms']:.3f} ms "
+          f"(the step without advance, full head: {a['replay_ms']:.3f}); floor {a['floor_ms']:.3f} ms")
     display(ncu.round(3))
 
 # %% [markdown]

@@ -151,13 +151,14 @@ def ncu_classes(root=None) -> pd.DataFrame:
     DRAM MB read + written, the MB the launches account for (Launch.nbytes: weights, the KV rows their grid
     covers, vectors; more than the DRAM bytes where the L2 already holds them), achieved DRAM TB/s, share of the
     step's kernel time and of the run's copy bandwidth. attrs: copy_tb_per_s, kernel_sum_ms, body_ms (without
-    advance), replay_ms (the captured step without advance), floor_ms. Empty (attrs NaN) without the file."""
+    advance), replay_ms (the captured step without advance, full head), greedy_replay_ms (the captured greedy step,
+    the one profiled where the file has it: the bounded head's), floor_ms. Empty (attrs NaN) without the file."""
     data = _recorded_json(results_dir(root) / NCU_FILE, NCU_FILE)
     cols = ["class", "kernels", "us", "us_each", "dram_MB", "planned_MB", "TB/s", "share", "of_copy_bw"]
     if data is None:
         t = pd.DataFrame(columns=cols)
         t.attrs.update({k: float("nan") for k in ("copy_tb_per_s", "kernel_sum_ms", "body_ms", "replay_ms",
-                                                  "floor_ms")})
+                                                  "greedy_replay_ms", "floor_ms")})
         return t
     bw, nat = float(data["copy_bandwidth_tb_s"]), data["native"]
     rows = pd.DataFrame([r for r in data["rows"] if r["side"] == "native"])
@@ -168,7 +169,9 @@ def ncu_classes(root=None) -> pd.DataFrame:
                       "TB/s": g["dram"] / g["us"] * 1e-6, "share": g["us"] / g["us"].sum()})
     t["of_copy_bw"] = t["TB/s"] / bw
     t.attrs.update(copy_tb_per_s=bw, kernel_sum_ms=nat["kernel_us"] * 1e-3, body_ms=nat["body_us"] * 1e-3,
-                   replay_ms=min(data["native_replay_ms"]), floor_ms=float(data["floor_ms"]))
+                   replay_ms=min(data["native_replay_ms"]),
+                   greedy_replay_ms=float(data.get("native_greedy_replay_ms") or float("nan")),
+                   floor_ms=float(data["floor_ms"]))
     return t[cols]
 
 
