@@ -158,8 +158,11 @@ def test_ncu_classes(ncu_root, tmp_path):
     assert t.loc["gate_up", "us_each"] == pytest.approx(14.0) and t.loc["gate_up", "planned_MB"] == pytest.approx(63.8)
     assert t.loc["attn", "dram_MB"] == pytest.approx(2 * (1e6 + 4096) / 1e6)
     assert t.attrs["replay_ms"] == 0.38 and t.attrs["body_ms"] == pytest.approx(0.230)
-    got = json.loads((ncu_root / R.NCU_FILE).read_text()).get("native_greedy_replay_ms")
-    assert t.attrs["greedy_replay_ms"] == got if got is not None else np.isnan(t.attrs["greedy_replay_ms"])
+    assert np.isnan(t.attrs["greedy_replay_ms"])  # a run without a greedy replay (the synthetic one)
+    data = json.loads((ncu_root / R.NCU_FILE).read_text())
+    (tmp_path / "greedy").mkdir()
+    (tmp_path / "greedy" / R.NCU_FILE).write_text(json.dumps({**data, "native_greedy_replay_ms": 0.36}))
+    assert R.ncu_classes(tmp_path / "greedy").attrs["greedy_replay_ms"] == 0.36
     empty = R.ncu_classes(tmp_path)
     assert empty.empty and np.isnan(empty.attrs["replay_ms"]) and np.isnan(empty.attrs["greedy_replay_ms"])
 
