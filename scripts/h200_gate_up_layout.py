@@ -82,7 +82,7 @@ def main() -> None:
     out = Path(os.environ["OUT"])
     out.mkdir(parents=True, exist_ok=True)
     names = [f"rows<{p},{i}>" for p in (1, 2) for i in (0, 1)]
-    mod = cp.RawModule(code=SRC, options=("-std=c++17",), name_expressions=names)
+    mod = cp.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[*names, "linear"])
     fns = {n: mod.get_function(n) for n in names}
     lin = mod.get_function("linear")
     row_u4 = COLS * 2 // 16
