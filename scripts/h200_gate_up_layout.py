@@ -6,7 +6,8 @@ three layouts. "split": the two regions, as main stores them. "interleaved": gat
 2j + 1, one contiguous stream. "linear": a grid-stride uint4 stream over the same bytes, no rows. The kernels only
 load and fold the bits (nothing is computed that would hide the loads). Each launch reads one of 8 copies in turn,
 so it starts cold in L2 (8 x 32 MB > 60 MB L2). Each time is a batch of 64 launches between two events, divided by
-64. The batches of all variants are interleaved over 9 rounds, and the result is their medians.
+64. "empty": a batch of empty kernels, the launch-to-launch gap (not subtracted). The batches of all variants
+are interleaved over 9 rounds, and the result is their medians.
 Writes $OUT/h200_gate_up_layout.json (with provenance). Usage: OUT=/tmp/out python3 scripts/h200_gate_up_layout.py
 """
 
@@ -52,6 +53,8 @@ __global__ void __launch_bounds__(256) rows(const uint4* __restrict__ W, const i
     if (acc == key) sink[0] = acc;  // never true for the random key: the loads stay, nothing is stored
 }
 
+__global__ void empty() {}
+
 __global__ void __launch_bounds__(256) linear(const uint4* __restrict__ W, const long long n, const unsigned key,
                                               unsigned* sink) {
     unsigned acc = 0u;
@@ -82,9 +85,9 @@ def main() -> None:
     out = Path(os.environ["OUT"])
     out.mkdir(parents=True, exist_ok=True)
     names = [f"rows<{p},{i}>" for p in (1, 2) for i in (0, 1)]
-    mod = cp.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[*names, "linear"])
+    mod = cp.RawModule(code=SRC, options=("-std=c++17",), name_expressions=[*names, "linear", "empty"])
     fns = {n: mod.get_function(n) for n in names}
-    lin = mod.get_function("linear")
+    lin, empty = mod.get_function("linear"), mod.get_function("empty")
     row_u4 = COLS * 2 // 16
     copies = [cp.random.randint(0, 2**31, size=(2 * ROWS * row_u4 * 4,), dtype=cp.uint32) for _ in range(COPIES)]
     sink = cp.zeros(1, cp.uint32)
@@ -93,6 +96,8 @@ def main() -> None:
     n_u4 = 2 * ROWS * row_u4
 
     def launcher(name: str, blocks: int):
+        if name == "empty":
+            return lambda w: empty((blocks,), (32,), ())
         if name == "linear":
             return lambda w: lin((blocks,), (256,), (w, cp.int64(n_u4), key, sink))
         p = int(name.split("<")[1][0])
@@ -101,8 +106,9 @@ def main() -> None:
                                    (w, cp.int32(ROWS), cp.int32(row_u4), cp.int32(n_groups), key, sink))
 
     variants = {f"{layout}_P{p}_x{k}": (f"rows<{p},{int(layout == 'interleaved')}>", k * sms)
-                for layout in ("split", "interleaved") for p in (1, 2) for k in (2, 3, 4)}
+                for layout in ("split", "interleaved") for p in (1, 2) for k in (2, 3, 4, 6, 8)}
     variants.update({f"linear_x{k}": ("linear", k * sms) for k in (2, 4, 8)})
+    variants["empty"] = ("empty", sms)  # the launch-to-launch gap a batch holds (not subtracted)
     calls = {v: launcher(*nb) for v, nb in variants.items()}
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     times: dict[str, list[float]] = {v: [] for v in variants}
