@@ -8,20 +8,25 @@ load and fold the bits (nothing is computed that would hide the loads). Each lau
 so it starts cold in L2 (8 x 32 MB > 60 MB L2). Each time is a batch of 64 launches between two events, divided by
 64. "empty": a batch of empty kernels, the launch-to-launch gap (not subtracted). The batches of all variants
 are interleaved over 9 rounds, and the result is their medians.
-Writes $OUT/h200_gate_up_layout.json (with provenance). Usage: OUT=/tmp/out python3 scripts/h200_gate_up_layout.py
+"linear" is h200_stream_probe.py's plain read (rd), timed here beside the row layouts.
+Writes $OUT/h200_gate_up_layout.json (with provenance: native_kernel_bench's; the committed run at 3e5b473 used a
+copy of its own: GPU, SMs, L2, driver, CUDA, CuPy, clocks, git sha, command, date).
+Usage: OUT=/tmp/out python3 scripts/h200_gate_up_layout.py
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 import cupy as cp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import native_kernel_bench as nkb  # noqa: E402  (provenance; nothing runs at import)
 
 ROWS, COLS, COPIES, BATCH, ROUNDS = 6912, 1152, 8, 64, 9
 
@@ -68,19 +73,6 @@ __global__ void __launch_bounds__(256) linear(const uint4* __restrict__ W, const
 """
 
 
-def provenance() -> dict:
-    dev = cp.cuda.Device()
-    props = cp.cuda.runtime.getDeviceProperties(dev.id)
-    query = "--query-gpu=name,driver_version,clocks.sm,clocks.mem"
-    smi = subprocess.run(["nvidia-smi", query, "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    sha = os.environ.get("VLMDECODE_GIT_SHA") or (Path(".gitsha").read_text().strip() if Path(".gitsha").exists()
-                                                  else "unknown")
-    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "command": " ".join(sys.argv),
-            "gpu": props["name"].decode(), "sms": props["multiProcessorCount"], "l2_bytes": props["l2CacheSize"],
-            "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "cuda_driver": cp.cuda.runtime.driverGetVersion(),
-            "cupy": cp.__version__, "nvidia_smi": smi, "git_sha": sha}
-
-
 def main() -> None:
     out = Path(os.environ["OUT"])
     out.mkdir(parents=True, exist_ok=True)
@@ -124,7 +116,10 @@ def main() -> None:
                 times[v].append(cp.cuda.get_elapsed_time(start, stop) * 1e3 / BATCH)
     assert int(sink[0]) == 0, "the sink was written: the key matched a fold (rerun)"
     nbytes = 2 * ROWS * COLS * 2
-    res = {"provenance": provenance(), "bytes": nbytes, "rows": 2 * ROWS, "cols": COLS, "copies": COPIES,
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    prov = {**nkb.provenance(), "sms": props["multiProcessorCount"], "l2_bytes": props["l2CacheSize"],
+            "method": "batches of 64 launches between two events over 8 rotating copies; medians of 9 rounds"}
+    res = {"provenance": prov, "bytes": nbytes, "rows": 2 * ROWS, "cols": COLS, "copies": COPIES,
            "batch": BATCH, "rounds": ROUNDS, "blocks": {v: nb[1] for v, nb in variants.items()},
            "us_per_launch": times,
            "median_us": {v: statistics.median(t) for v, t in times.items()}}
