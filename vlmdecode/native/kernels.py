@@ -10,6 +10,7 @@ geometry helpers are plain numpy and run without a GPU; everything else needs Cu
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
@@ -214,7 +215,9 @@ def compile_module(gemvs, head_dims, clustered=(), extra=()):
                          | {cluster_name(*c) for c in clustered} | set(extra)))
     key = (cupy.cuda.Device().id, names)
     if key not in _modules:  # templates by name expression; `advance` is extern "C" (its plain name)
-        mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",), name_expressions=names or None)
+        # branch attn-kv-early only: $VLM_NATIVE_DEFINES (-D flags of source variants) for A/B runs across processes
+        defines = tuple(os.environ.get("VLM_NATIVE_DEFINES", "").split())
+        mod = cupy.RawModule(code=SOURCE, options=("-std=c++17", *defines), name_expressions=names or None)
         _modules[key] = {n: mod.get_function(n) for n in names + ("advance",)}
     return _modules[key]
 
