@@ -2,7 +2,8 @@
 modules of the same source time up to 1.3% apart within one process, h200_native_timeline_flat8_ab_9457657.json, so a
 source change is compared over several processes of each tree, alternating): the gemma3-1b step (fused-cuda,
 context 1024, KV capacity 1072), the decoder's graph replayed 200 times a round, 7 rounds, medians. $NATIVE_SHAPES:
-Shapes overrides (JSON, e.g. '{"qkv": [8, 2]}', `Shapes.with_overrides`) for the step replayed.
+Shapes overrides (JSON, e.g. '{"qkv": [8, 2]}', `Shapes.with_overrides`) for the step replayed; $NATIVE_CONTEXT: the
+step at that context instead (KV capacity context + 48, as h200_native.py's context-4096 part).
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
@@ -25,14 +26,16 @@ def main(rounds: int = 7) -> None:
     from vlmdecode.profiling import prompt_ids
 
     hn.provenance()
+    context = int(os.environ.get("NATIVE_CONTEXT", hn.CONTEXT))
+    capacity = context + hn.CAPACITY - hn.CONTEXT
     res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
-           "context": hn.CONTEXT, "kv_capacity": hn.CAPACITY}
-    pipe = hn.gemma_native()
+           "context": context, "kv_capacity": capacity}
+    pipe = hn.gemma_pipe("native", capacity)
     dec = pipe.decoder
     if os.environ.get("NATIVE_SHAPES"):
         dec.rebuild(dec.shapes.with_overrides(json.loads(os.environ["NATIVE_SHAPES"])))
     res["shapes"] = str(dec.shapes)
-    dec.prepare_timing(pipe.embed(prompt_ids(hn.CONTEXT), None))
+    dec.prepare_timing(pipe.embed(prompt_ids(context), None))
     g = dec.graph(False)
     timed(dec, g)  # warm-up
     res["replay_ms"] = [timed(dec, g) for _ in range(rounds)]

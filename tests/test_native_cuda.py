@@ -553,16 +553,23 @@ def test_native_pdl_equals_plain_launches(folders, image, attention):
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
 
 
-@pytest.mark.parametrize("batch,cluster,clusters", [(8, 16, 1), (8, 8, 0), (2, 8, 1), (4, 1, 0)])
-def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster, clusters):
+@pytest.mark.parametrize("batch,cluster,clusters,glob", [(8, 16, 1, 0), (8, 8, 0, 0), (2, 8, 1, 0), (4, 1, 0, 0),
+                                                         (4, 16, 1, 2), (2, 8, 1, 4)])
+def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster, clusters, glob):
     """The step with attention_cl gives the logits of the chunked kernel (attn_batch=0) within fp16 rounding
     (another summation order), 40 steps, PDL on; tokens equal up to the first step where the chunked kernel's
     top two are closer than that tolerance (a near tie; after it the runs see different tokens)."""
     from vlmdecode.native import kernels as NK
 
     runs = []
-    for shapes in (NK.Shapes(**CHUNKED), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters)):
+    for shapes in (NK.Shapes(**CHUNKED), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters,
+                                                    attn_clusters_global=glob)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
+        if glob:  # the layers with no window get `glob` clusters, the windowed ones `clusters`
+            blocks = {L.name.split(".")[0]: L.grid[0] for L in pipe.decoder.body if L.name.endswith(".attn")}
+            kinds = {f"L{i}": P.window is None for i, P in enumerate(pipe.decoder.plan.layers)}
+            assert any(kinds.values()) and not all(kinds.values())
+            assert all(b == cluster * (glob if kinds[n] else clusters) for n, b in blocks.items()), blocks
         _, x = pipe.prepare(PROMPT, image)
         runs.append(_native_run(pipe, x, 40))
     (want, wl), (got, gl) = runs
@@ -574,7 +581,8 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
     if d < len(want):
         r = wl[d]
         margin = r[want[d]] - r[got[d]]
-        print(f"attention_cl {batch},{cluster},{clusters}: tokens differ at step {d}, chunked margin {margin:.3g}")
+        print(f"attention_cl {batch},{cluster},{clusters},{glob}: tokens differ at step {d}, "
+              f"chunked margin {margin:.3g}")
         assert margin <= 2e-2 * max(1.0, np.abs(r).max()), f"step {d}: not a near tie (margin {margin:.3g})"
 
 

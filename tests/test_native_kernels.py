@@ -82,6 +82,10 @@ def test_cluster_attention_geometry():
                               256) == 8
     assert K.attention_blocks(K.Shapes(attn_batch=0, attn_threads=256), 1072, 512, 256) == 32
     assert K.attention_blocks(K.Shapes(), 1072, 512, 256) == 16  # the default: one cluster of 16 a KV head
+    # more clusters on the layers with no window only (0: attn_clusters on every layer)
+    glob = K.Shapes(attn_batch=4, attn_threads=256, attn_clusters_global=4)
+    assert glob.clusters_for(None) == 4 and glob.clusters_for(512) == 1 and K.Shapes().clusters_for(None) == 1
+    assert K.attention_blocks(glob, 4144, None, 256) == 64 and K.attention_blocks(glob, 4144, 512, 256) == 16
     # head_dim 256 (a sub-group = a warp): 8 warps, batches of 4; smaller head dims: the class defaults
     assert K.Shapes.for_head_dim(256) == K.Shapes(attn_threads=256, attn_batch=4)
     assert K.Shapes.for_head_dim(512) == K.Shapes(attn_threads=256, attn_batch=4)

@@ -51,6 +51,8 @@ class Shapes:
     attn_batch: int = 8
     attn_cluster: int = 16
     attn_clusters: int = 1
+    attn_clusters_global: int = 0  # clusters a KV head on layers with no window (0: attn_clusters): a long context's
+    # full-attention layers hold many batches a sub-group, the windowed ones one
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     @classmethod
@@ -72,6 +74,10 @@ class Shapes:
         if attention_layout(head_dim)[1] == 32:
             return cls(attn_threads=256, attn_batch=4)
         return cls()
+
+    def clusters_for(self, window: int | None) -> int:
+        """attention_cl's clusters a KV head on a layer with this window (None: every key visible)."""
+        return self.attn_clusters_global if window is None and self.attn_clusters_global else self.attn_clusters
 
     def with_overrides(self, over: dict) -> Shapes:
         """These shapes with the fields `over` names replaced, from JSON values (lists become tuples): what the
@@ -175,7 +181,7 @@ def attention_blocks(shapes: Shapes, capacity: int, window: int | None, head_dim
     """Blocks a KV head of a layer's attention launch with `shapes` (its scratch holds nq x this x (HD + 2))."""
     if shapes.attn_batch:
         return cluster_splits(capacity, window, head_dim, shapes.attn_threads, shapes.attn_batch, shapes.attn_cluster,
-                              shapes.attn_clusters)
+                              shapes.clusters_for(window))
     return attention_splits(capacity, window, shapes.attn_chunk)
 
 
