@@ -565,7 +565,7 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
     for shapes in (NK.Shapes(**CHUNKED), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters,
                                                     attn_clusters_global=glob)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
-        if glob:  # the layers with no window get `glob` clusters, the windowed ones `clusters`
+        if glob and shapes.attn_batch:  # the layers with no window get `glob` clusters, the windowed ones `clusters`
             blocks = {L.name.split(".")[0]: L.grid[0] for L in pipe.decoder.body if L.name.endswith(".attn")}
             kinds = {f"L{i}": P.window is None for i, P in enumerate(pipe.decoder.plan.layers)}
             assert any(kinds.values()) and not all(kinds.values())
