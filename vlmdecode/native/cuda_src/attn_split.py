@@ -105,33 +105,14 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     // 1. q heads (and k in the warp holding key t): RMSNorm (sum over the sub-group), half-split rotary with
     // the partner dims loaded too
     float q[G][E], kn[E], vn[E];
-#ifdef VLM_KV_EARLY
-    // every load of this phase in one round trip: the q rows, and in the warp holding key t its k and v rows
-    float xa[G + 1][E], xpa[G + 1][E];
-#pragma unroll
-    for (int r = 0; r <= G; ++r) {
-        const float* s = qkv + (size_t)(r < G ? g * G + r : nq + g) * HD;
-#pragma unroll
-        for (int v = 0; v < VPL; ++v)
-            if (r < G || tail) { ld8_cg(s + dd[v], xa[r] + 8 * v); ld8_cg(s + dp[v], xpa[r] + 8 * v); }
-    }
-    if (tail)
-#pragma unroll
-        for (int v = 0; v < VPL; ++v) ld8_cg(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
-#endif
 #pragma unroll
     for (int r = 0; r <= G; ++r) {
         if (r == G && !tail) break;
-        const float* w = r < G ? q_norm : k_norm;
-#ifdef VLM_KV_EARLY
-        float* x = xa[r];
-        float* xp = xpa[r];
-#else
         const float* s = qkv + (size_t)(r < G ? g * G + r : nq + g) * HD;
+        const float* w = r < G ? q_norm : k_norm;
         float x[E], xp[E];
 #pragma unroll
         for (int v = 0; v < VPL; ++v) { ld8_cg(s + dd[v], x + 8 * v); ld8_cg(s + dp[v], xp + 8 * v); }
-#endif
         float inv = 1.f;
         if (w != NULL) {
             float ss = 0.f;
@@ -156,9 +137,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     if (tail) {
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
-#ifndef VLM_KV_EARLY
             ld8_cg(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
-#endif
 #pragma unroll
             for (int e = 0; e < 8; ++e) vn[8 * v + e] = __half2float(__float2half_rn(vn[8 * v + e]));
         }
