@@ -104,6 +104,16 @@ def test_cluster_attention_geometry():
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
 
 
+def test_cluster_attention_refuses_head_dim_8():
+    """A lane of attention_cl holds 8 dims, so at head_dim 8 both rotary halves sit in one lane: refused, naming
+    the chunked kernel, which takes it."""
+    kv = np.zeros((1, 32, 8), np.float16)
+    args = dict(q_norm=None, k_norm=None, eps=1e-6, rope_cos=None, rope_sin=None, pos=None, K=kv, V=kv, window=None,
+                scale=1.0, softcap=None, part=None, counter=None, out=None)
+    with pytest.raises(K.KernelShapeError, match="head_dim >= 16, got 8; attn_batch=0"):
+        K.attention({}, "L0.attn", None, 2, 1, 8, batch=8, cluster=16, clusters=1, **args)
+
+
 def test_kernel_names():
     assert K.gemv_name(5, 2, K.EPI_GELU) == "gemv<5,2,1,1>" and K.attention_name(256) == "attention<256>"
     assert K.gemv_name(5, 2, K.EPI_GELU, 0) == "gemv<5,2,1,0>" and K.gemv_name(1, 4, K.EPI_HEAD, 2) == "gemv<1,4,2,2>"

@@ -385,6 +385,9 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
 
 def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V, cap, window,
                   scale, softcap, part, counter, out, threads, batch, cluster, clusters) -> Launch:
+    if D < 16:  # its lanes' 8-dim slices would hold both halves of the rotary: the chunked kernel takes any head dim
+        raise KernelShapeError(f"{name}: attention_cl takes head_dim >= 16, got {D}; attn_batch=0 selects the "
+                               "chunked attention kernel")
     grp = nq // nkv
     splits = cluster_splits(cap, window, D, threads, batch, cluster, clusters)
     ncl = splits // cluster
