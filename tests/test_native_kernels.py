@@ -86,14 +86,6 @@ def test_cluster_attention_geometry():
     glob = K.Shapes(attn_batch=4, attn_threads=256, attn_clusters_global=4)
     assert glob.clusters_for(None) == 4 and glob.clusters_for(512) == 1 and K.Shapes().clusters_for(None) == 1
     assert K.attention_blocks(glob, 4144, None, 256) == 64 and K.attention_blocks(glob, 4144, 512, 256) == 16
-    # the decoder's default: 2 clusters on the full-attention layers from 8 batches a sub-group (gemma3-1b: 512 keys a
-    # pass of one cluster, so capacities above 3584), one below and on the windowed layers
-    assert [K.Shapes.for_model(256, 1152, c).attn_clusters_global for c in (None, 1072, 2096, 3584, 3585, 4144)] == [
-        0, 0, 0, 0, 2, 2]
-    long = K.Shapes.for_model(256, 1152, 4144)
-    assert K.attention_blocks(long, 4144, None, 256) == 32 and K.attention_blocks(long, 4144, 512, 256) == 16
-    # the class defaults (head_dim 16): 16 blocks x 64 sub-groups x 8 keys a pass
-    assert K.Shapes.for_model(16, 64, 1 << 20).attn_clusters_global == 2
     # head_dim 256 (a sub-group = a warp): 8 warps, batches of 4; smaller head dims: the class defaults
     assert K.Shapes.for_head_dim(256) == K.Shapes(attn_threads=256, attn_batch=4)
     assert K.Shapes.for_head_dim(512) == K.Shapes(attn_threads=256, attn_batch=4)

@@ -1,8 +1,7 @@
 #!/bin/bash
 # issue 16, prepared in the twenty-seventh session for the next (main at .gitsha; after the staging calls): the
-# context-4096 per-token table with main's default since 953397c (two attention clusters on the full-attention
-# layers at capacities above 3584) -> $OUT/h200_native_ctx4096_<sha>.json, then every CUDA test with GPU coverage
-# (final_tests.sh) -> $OUT/h200_gpu_test_log.txt, h200_gpu_tests.xml.
+# context-4096 per-token table (h200_native.py's timing_gemma3_1b_ctx4096 part) -> $OUT/h200_native_ctx4096_<sha>.json,
+# then every CUDA test with GPU coverage (final_tests.sh) -> $OUT/h200_gpu_test_log.txt, h200_gpu_tests.xml.
 set -o pipefail
 . scripts/h200_requests/preamble.sh
 OUT="$OUT/ctx" timeout 300 python3 scripts/h200_native.py --parts timing_gemma3_1b_ctx4096 2>&1 | grep -v "plugin EP" \

@@ -148,7 +148,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         with self.stream:
             self._upload(plan)
         self._native_prefill = None  # made after the first rebuild: it reads the step's buffers
-        self.rebuild(shapes or K.Shapes.for_model(plan.head_dim, plan.hidden, self.max_length))
+        self.rebuild(shapes or K.Shapes.for_model(plan.head_dim, plan.hidden))
         if prefill == "native":
             from .prefill import NativePrefill
 

@@ -23,7 +23,6 @@ ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at positio
 ATTN_THREADS = 256
 SLICE_TARGET = 864  # split-K: largest reduction slice one block streams per row (gemma3-1b down: 8 x 864)
 FOLD_R = 3  # float4 slots a thread of the fold (cuda_src.common FOLD_R)
-GLOBAL_SPLIT_BATCHES = 8  # Shapes.for_model: key batches a sub-group from which a full-attention layer takes 2 clusters
 NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
 
 
@@ -51,25 +50,18 @@ class Shapes:
     attn_batch: int = 8
     attn_cluster: int = 16
     attn_clusters: int = 1
-    attn_clusters_global: int = 0  # clusters a KV head on layers with no window (0: attn_clusters): a long context's
-    # full-attention layers hold many batches a sub-group, the windowed ones one
+    attn_clusters_global: int = 0  # clusters a KV head on layers with no window (0: attn_clusters). 2 replays
+    # gemma3-1b's step 0.989-0.995x at context 4096, equal at 2048, 1.008x at 1024 (h200_glob_clusters_ctx*_ab*.json,
+    # h200_kv_early_ab_fc9e41c.json); the grid is fixed at capture, so it is the caller's choice for long contexts
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     @classmethod
-    def for_model(cls, head_dim: int, hidden: int, capacity: int | None = None) -> Shapes:
+    def for_model(cls, head_dim: int, hidden: int) -> Shapes:
         """`for_head_dim`'s shapes, with gate|up at PF 0 where the hidden size is longer than PF 3's fold takes
-        (`split_fold_max`), and, at a KV capacity of `capacity` positions, two clusters a KV head on the layers
-        with no window where one cluster's sub-groups would each take GLOBAL_SPLIT_BATCHES batches of keys or more
-        (gemma3-1b's step at capacity 4144, 9 batches: 0.989-0.995x across processes; at 2096, 5 batches, equal; at
-        1072, 3 batches, 1.008x: h200_glob_clusters_ctx4096_ab*.json, h200_glob_clusters_ctx2048_ab2_6628a06.json,
-        h200_kv_early_ab_fc9e41c.json)."""
+        (`split_fold_max`)."""
         out = cls.for_head_dim(head_dim)
         if len(out.gate_up) > 2 and int(out.gate_up[2]) == 3 and hidden > split_fold_max(out.gate_up[0]):
             out = replace(out, gate_up=(*out.gate_up[:2], 0, *out.gate_up[3:]))
-        if capacity is not None and out.attn_batch:
-            keys_a_pass = out.attn_cluster * split_units(head_dim, out.attn_threads) * out.attn_batch
-            if -(-capacity // keys_a_pass) >= GLOBAL_SPLIT_BATCHES:
-                out = replace(out, attn_clusters_global=2)
         return out
 
     @classmethod
