@@ -96,7 +96,7 @@ def main() -> None:
     res["copy_bandwidth_tb_s"] = bw / 1e12
     which = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "pdl"
     context = int(sys.argv[sys.argv.index("--context") + 1]) if "--context" in sys.argv else hn.CONTEXT
-    capacity = hn.CAPACITY if context == hn.CONTEXT else context + hn.CAPACITY - hn.CONTEXT
+    capacity = hn.capacity_for(context)
     pipe = hn.gemma_pipe("native", capacity)
     folder = ModelFolder.load(hn._gemma["folder"])
     weight, kv = costmodel.decoder_weight_bytes(folder), costmodel.kv_read_bytes(folder, context)

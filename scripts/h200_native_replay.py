@@ -27,7 +27,7 @@ def main(rounds: int = 7) -> None:
 
     hn.provenance()
     context = int(os.environ.get("NATIVE_CONTEXT", hn.CONTEXT))
-    capacity = context + hn.CAPACITY - hn.CONTEXT
+    capacity = hn.capacity_for(context)
     res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
            "context": context, "kv_capacity": capacity}
     pipe = hn.gemma_pipe("native", capacity)

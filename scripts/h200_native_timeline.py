@@ -200,7 +200,7 @@ def main(samples: int = 7, back_to_back: int = 10, rounds: int = 5) -> None:
 
     hn.provenance()
     context = int(sys.argv[sys.argv.index("--context") + 1]) if "--context" in sys.argv else hn.CONTEXT
-    capacity = hn.CAPACITY if context == hn.CONTEXT else context + hn.CAPACITY - hn.CONTEXT
+    capacity = hn.capacity_for(context)
     res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
            "context": context, "kv_capacity": capacity}
     pipe = hn.gemma_pipe("native", capacity)

@@ -104,6 +104,9 @@ def test_cluster_attention_refuses_head_dim_8():
                 scale=1.0, softcap=None, part=None, counter=None, out=None)
     with pytest.raises(K.KernelShapeError, match="head_dim >= 16, got 8; attn_batch=0"):
         K.attention({}, "L0.attn", None, 2, 1, 8, batch=8, cluster=16, clusters=1, **args)
+    with pytest.raises(K.KernelShapeError, match="head_dim >= 16, got 8"):
+        K.cluster_splits(32, None, 8, 256, 8, 16)
+    assert K.cluster_splits(32, None, 16, 256, 8, 16, clusters=1) == 16
 
 
 def test_kernel_names():

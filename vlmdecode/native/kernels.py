@@ -50,9 +50,8 @@ class Shapes:
     attn_batch: int = 8
     attn_cluster: int = 16
     attn_clusters: int = 1
-    attn_clusters_global: int = 0  # clusters a KV head on layers with no window (0: attn_clusters). 2 replays
-    # gemma3-1b's step 0.989-0.995x at context 4096, equal at 2048, 1.008x at 1024 (h200_glob_clusters_ctx*_ab*.json,
-    # h200_kv_early_ab_fc9e41c.json); the grid is fixed at capture, so it is the caller's choice for long contexts
+    attn_clusters_global: int = 0  # clusters a KV head on layers with no window (0: attn_clusters): faster at long
+    # contexts, slower at short ones (docs/native_decoder.md); the grid is fixed at capture: the caller's choice
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     @classmethod
@@ -171,6 +170,9 @@ def cluster_splits(capacity: int, window: int | None, head_dim: int, threads: in
                                f"power of two), got {cluster} and {batch}")
     if threads % 32 or not 32 <= threads <= 256:
         raise KernelShapeError(f"attention_cl: 1 to 8 warps a block, got {threads} threads")
+    if head_dim < 16:  # a lane's 8-dim slice would hold both rotary halves; the chunked kernel takes any head dim
+        raise KernelShapeError(f"attention_cl takes head_dim >= 16, got {head_dim}; attn_batch=0 selects the chunked "
+                               "attention kernel")
     if clusters <= 0:
         keys = capacity if window is None else min(capacity, window)
         clusters = -(-keys // (cluster * split_units(head_dim, threads) * batch))
@@ -377,9 +379,6 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
 
 def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V, cap, window,
                   scale, softcap, part, counter, out, threads, batch, cluster, clusters) -> Launch:
-    if D < 16:  # its lanes' 8-dim slices would hold both halves of the rotary: the chunked kernel takes any head dim
-        raise KernelShapeError(f"{name}: attention_cl takes head_dim >= 16, got {D}; attn_batch=0 selects the "
-                               "chunked attention kernel")
     grp = nq // nkv
     splits = cluster_splits(cap, window, D, threads, batch, cluster, clusters)
     ncl = splits // cluster
