@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     const float* qkv;  // its address only from here on: no load of it can be scheduled above the wait
     asm volatile("mov.b64 %0, %1;" : "=l"(qkv) : "l"(qkv_in) : "memory");
     // 1. q heads (and k in the warp holding key t): RMSNorm (sum over the sub-group), half-split rotary with
-    // the partner dims loaded too
+    // the partner dims taken from the lane (or slice) that loaded them
     float q[G][E], kn[E], vn[E];
 #pragma unroll
     for (int r = 0; r <= G; ++r) {
@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         const float* w = r < G ? q_norm : k_norm;
         float x[E], xp[E];
 #pragma unroll
-        for (int v = 0; v < VPL; ++v) { ld8_cg(s + dd[v], x + 8 * v); ld8_cg(s + dp[v], xp + 8 * v); }
+        for (int v = 0; v < VPL; ++v) ld8_cg(s + dd[v], x + 8 * v);
+        partner_dims<VPL, LPK>(x, xp);  // each row read once per lane: half the L2 bytes of loading dp too
         float inv = 1.f;
         if (w != NULL) {
             float ss = 0.f;

@@ -100,6 +100,23 @@ __device__ __forceinline__ void ld8_cg(const float* p, float* f) {
     f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w; f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
 }
 
+// the half-split rotary's partner dims of a lane's 8 x VPL dims (d + HD/2 or d - HD/2) from the row it already
+// holds: lane l's slice v starts at dim 8 (l + LPK v), so with VPL 1 the partner is lane l ^ LPK/2 of the same
+// sub-group (a shuffle, the whole warp: call it warp-uniformly), with VPL >= 2 slice v ^ VPL/2 of the same lane
+template <int VPL, int LPK>
+__device__ __forceinline__ void partner_dims(const float* x, float* xp) {
+    static_assert(VPL > 1 || LPK > 1, "attention_cl takes head_dim >= 16 (partner dims in another lane or slice)");
+    if constexpr (VPL == 1) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xp[e] = __shfl_xor_sync(FULL, x[e], LPK / 2);
+    } else {
+#pragma unroll
+        for (int v = 0; v < VPL; ++v)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xp[8 * v + e] = x[8 * (v ^ (VPL / 2)) + e];
+    }
+}
+
 // batch b of a sub-group's cached keys into registers, zeros past cnt: key number n is position
 // lo + slot + W n, at row (r0 + slot + W n) mod cap (r0 = lo mod cap, slot + W n < cap)
 template <int KB, int VPL, int LPK>
