@@ -362,43 +362,6 @@ def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):
     assert np.array_equal(got_K[:, others], Kc[:, others]) and np.array_equal(got_V[:, others], Vc[:, others])
 
 
-@pytest.mark.parametrize("D,nq,nkv,threads,batch,cluster", [(256, 4, 1, 256, 4, 16), (256, 4, 1, 256, 1, 2),
-                                                          (64, 8, 2, 128, 2, 4), (16, 4, 2, 64, 1, 1),
-                                                          (512, 2, 1, 256, 2, 4)])
-@pytest.mark.parametrize("stages", [1, 2, 3])
-@pytest.mark.parametrize("cap,t,window", [(1072, 5, None), (1072, 1071, None), (1072, 700, 512), (64, 64 * 5 + 9, 64)])
-def test_attention_cl_staged_equals_register_batches(D, nq, nkv, threads, batch, cluster, stages, cap, t, window):
-    """Batches staged through shared memory by cp.async (stages > 0) read the same keys into the same sub-groups in
-    the same order as the register batches: the same output and appended row, bit for bit, over one to dozens of
-    batches a sub-group, a window, and a ring buffer wrapped five times (t > cap); and near float64."""
-    rng = np.random.default_rng(D + t + stages)
-    eps, scale, max_pos = 1e-6, D**-0.5, t + 8
-    qkv = rng.standard_normal((nq + 2 * nkv) * D).astype(np.float32)
-    qn, kn = (rng.uniform(0.5, 1.5, D).astype(np.float32) for _ in range(2))
-    ang = np.arange(max_pos)[:, None] * rng.uniform(0.001, 1.0, D // 2)[None]
-    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-    full = max(cap, t + 1)
-    Kf, Vf = rng.standard_normal((2, nkv, full, D)).astype(np.float16)  # position p at row p
-    Kc, Vc = Kf[:, :cap].copy(), Vf[:, :cap].copy()
-    for p in range(max(0, t - cap + 1), t):  # the ring: position p at row p % cap
-        Kc[:, p % cap], Vc[:, p % cap] = Kf[:, p], Vf[:, p]
-    grp, outs = nq // nkv, []
-    splits = K.cluster_splits(cap, window, D, threads, batch, cluster, 1)
-    fns = K.compile_module(set(), {D}, {(D, grp, batch, cluster, threads // 32, st) for st in (0, stages)})
-    for st in (0, stages):
-        dK, dV, out = cupy.asarray(Kc[None]), cupy.asarray(Vc[None]), poisoned(nq * D)
-        K.attention(fns, "attn", cupy.asarray(qkv), nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn),
-                    eps=eps, rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin), pos=cupy.asarray([t], cupy.int64),
-                    K=dK, V=dV, window=window, scale=scale, softcap=None, part=poisoned(nq * splits * (D + 2)),
-                    counter=cupy.zeros(nkv, cupy.int32), out=out, threads=threads, batch=batch, cluster=cluster,
-                    clusters=1, stages=st)()
-        outs.append((out.get(), dK.get(), dV.get()))
-    (o0, k0, v0), (o1, k1, v1) = outs
-    assert np.array_equal(o0, o1) and np.array_equal(k0, k1) and np.array_equal(v0, v1)
-    ref = ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kf, Vf, window, scale, None)[0]
-    assert rel(o1, ref) < 2e-3
-
-
 @pytest.mark.parametrize("D,nq,nkv", [(16, 4, 2), (256, 4, 1)])
 def test_attention_cl_reads_qkv_after_the_previous_kernel_under_pdl(D, nq, nkv):
     """The step's hazard under programmatic dependent launch: a GEMV writes qkv, then attention_cl (launched with
@@ -621,30 +584,6 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
         print(f"attention_cl {batch},{cluster},{clusters},{glob}: tokens differ at step {d}, "
               f"chunked margin {margin:.3g}")
         assert margin <= 2e-2 * max(1.0, np.abs(r).max()), f"step {d}: not a near tie (margin {margin:.3g})"
-
-
-def test_native_staged_attention_equals_register_batches(folders, image):
-    """attention_cl's batches staged through shared memory (attn_stages on the windowed layers, attn_stages_global
-    on the others) change where the keys wait, not what is computed: the same tokens and bit-identical logits as
-    register batches, 40 steps, at one key a batch and a cluster of one block, so that a sub-group runs several
-    batches through its stages."""
-    from vlmdecode.native import kernels as NK
-
-    base = dict(attn_batch=1, attn_cluster=1, attn_clusters=1)
-    runs, shared = [], []
-    for st in ((0, 0), (2, 3)):
-        shapes = NK.Shapes(**base, attn_stages=st[0], attn_stages_global=st[1])
-        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
-        dec = pipe.decoder
-        shared.append([(P.window is None, L.shared) for P, L in
-                       zip(dec.plan.layers, [L for L in dec.body if L.name.endswith(".attn")])])
-        _, x = pipe.prepare(PROMPT, image)
-        runs.append(_native_run(pipe, x, 40))
-    stage = 16 * dec.shapes.attn_threads * 1 * 2 * K.attention_layout(dec.plan.head_dim)[0]  # a stage: 1 key, K + V
-    assert {g for g, _ in shared[0]} == {True, False}  # both kinds of layer
-    assert all(b - a == stage * (3 if g else 2) for (g, a), (_, b) in zip(*shared)), shared
-    assert runs[0][0] == runs[1][0]
-    assert all(np.array_equal(a, b) for a, b in zip(runs[0][1][1:], runs[1][1][1:]))
 
 
 def test_native_windowed_export_equals_eager():

@@ -7,7 +7,6 @@ import json
 import re
 import shutil
 import subprocess
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -97,33 +96,6 @@ def test_cluster_attention_geometry():
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
 
 
-def test_cluster_attention_stages(monkeypatch):
-    """Batches staged through shared memory: the instance names its stage count (none: register batches, the
-    template's default), the stages take [ST][NW][KB][2][VPL][32] uint4 of shared memory before the rest, and
-    what does not fit a block, more than MAX_STAGES or stages on the chunked kernel are refused."""
-    assert K.cluster_name(256, 4, 4, 16, 8, 3) == "attention_cl<256,4,4,16,8,3>"
-    assert K.cluster_name(256, 4, 4, 16, 8, 0) == K.cluster_name(256, 4, 4, 16, 8) == "attention_cl<256,4,4,16,8>"
-    st = K.Shapes(attn_stages=1, attn_stages_global=4)
-    assert st.stages_for(512) == 1 and st.stages_for(None) == 4 and K.Shapes().stages_for(None) == 0
-    kv = SimpleNamespace(shape=(1, 1, 1072, 256), data=SimpleNamespace(ptr=0))  # a device buffer's face
-    args = dict(q_norm=None, k_norm=None, eps=1e-6, rope_cos=None, rope_sin=None, pos=None, K=kv, V=kv, window=None,
-                scale=1.0, softcap=None, part=None, counter=None, out=None, threads=256, batch=4, cluster=16,
-                clusters=1)
-    monkeypatch.setattr(K, "_allow_large_clusters", lambda fn: None)  # no driver here
-
-    def shared(stages):
-        fns = {K.cluster_name(256, 4, 4, 16, 8, stages): SimpleNamespace(max_dynamic_shared_size_bytes=0)}
-        return K.attention(fns, "L0.attn", None, 4, 1, 256, stages=stages, **args).shared
-
-    assert shared(4) - shared(0) == 4 * 8 * 4 * 2 * 32 * 16  # 4 stages x 8 warps x 4 keys x (K, V) x 32 lanes x 16 B
-    with pytest.raises(K.KernelShapeError, match="shared memory with 8 stages.*fewer stages"):
-        shared(8)  # 256 KB of stages
-    with pytest.raises(K.KernelShapeError, match="stages 0-8"):
-        shared(9)
-    with pytest.raises(K.KernelShapeError, match="the chunked kernel takes none"):
-        K.attention({}, "L0.attn", None, 4, 1, 256, **{**args, "batch": 0, "stages": 1})
-
-
 def test_cluster_attention_refuses_head_dim_8():
     """A lane of attention_cl holds 8 dims, so at head_dim 8 both rotary halves sit in one lane: refused, naming
     the chunked kernel, which takes it."""
@@ -163,15 +135,13 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
           (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4), (256, 4, 4, 16, 8))
     inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({ATT_SIG});" for d, g, kb, c, nw in cl]
-    staged = ("256,4,4,16,8,1", "256,4,4,16,8,4", "16,2,2,8,2,3", "512,2,4,4,8,2")  # batches in shared memory
-    inst += [f"template __global__ void attention_cl<{c}>({ATT_SIG});" for c in staged]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 31, r.stderr[-3000:]  # 15 gemv, 2 attention, 13 attention_cl, advance
+    assert len(fns) == 27, r.stderr[-3000:]  # 15 gemv, 2 attention, 9 attention_cl, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
 
@@ -213,8 +183,8 @@ def test_attention_reads_nothing_through_the_read_only_path_before_the_pdl_wait(
     before its dependency wait (ACQBULK = griddepcontrol.wait): ptxas hoisted such loads of qkv, which the
     previous kernel writes, above the wait in the first attention_cl, so under PDL it read the previous layer's."""
     inst = [f"template __global__ void attention<{d}>({ATT_SIG});" for d in (16, 256)]
-    inst += [f"template __global__ void attention_cl<{c}>({ATT_SIG});"
-             for c in ("16,2,8,8,8", "256,4,8,16,4", "256,4,2,8,8", "256,4,4,16,8,3")]
+    inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({ATT_SIG});"
+             for d, g, kb, c, nw in ((16, 2, 8, 8, 8), (256, 4, 8, 16, 4), (256, 4, 2, 8, 8))]
     src = tmp_path / "attn.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
     r = subprocess.run(["nvcc", "--cubin", "-arch=sm_90", "-o", str(tmp_path / "a.cubin"), str(src)],
@@ -223,7 +193,7 @@ def test_attention_reads_nothing_through_the_read_only_path_before_the_pdl_wait(
     sass = subprocess.run(["cuobjdump", "-sass", str(tmp_path / "a.cubin")], capture_output=True, text=True,
                           timeout=120).stdout
     funcs = [f for f in re.split(r"\n\s*Function : ", sass)[1:] if "attention" in f.split()[0]]
-    assert len(funcs) == 6
+    assert len(funcs) == 5
     for f in funcs:
         lines = f.splitlines()
         wait = next(i for i, line in enumerate(lines) if "ACQBULK" in line)

@@ -5,6 +5,7 @@
 # ST batches in flight with no registers (167 against 228, ptxas here).
 # 1. their CUDA tests (bit-equal to the register batches, the SASS and nvcc checks) -> $OUT/h200_attn_stages_tests_<sha>.txt
 # 2. the step's timeline at context 4096, base and 4 stages on the full layers -> $OUT/h200_native_timeline_{base,stg4}_ctx4096_<sha>.json
+# Ran at 1a1856e; the code is kept as docs/branches/attn-stages.patch (a diff against 6c66838), not on main.
 set -o pipefail
 . scripts/h200_requests/preamble.sh
 mkdir -p "$OUT"

@@ -24,8 +24,6 @@ ATTN_THREADS = 256
 SLICE_TARGET = 864  # split-K: largest reduction slice one block streams per row (gemma3-1b down: 8 x 864)
 FOLD_R = 3  # float4 slots a thread of the fold (cuda_src.common FOLD_R)
 NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
-MAX_STAGES = 8  # attention_cl's shared-memory batch stages a sub-group
-MAX_SHARED = 227 * 1024 - 16  # dynamic shared memory a block may take on sm_90 (227 KB), less attention_cl's static int
 
 
 @dataclass(frozen=True)
@@ -54,8 +52,6 @@ class Shapes:
     attn_clusters: int = 1
     attn_clusters_global: int = 0  # clusters a KV head on layers with no window (0: attn_clusters): faster at long
     # contexts, slower at short ones (docs/native_decoder.md); the grid is fixed at capture: the caller's choice
-    attn_stages: int = 0  # attention_cl's batches staged through shared memory by cp.async, this many in flight a
-    attn_stages_global: int = 0  # sub-group (0: register batches), on windowed layers / on layers with no window
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     @classmethod
@@ -81,10 +77,6 @@ class Shapes:
     def clusters_for(self, window: int | None) -> int:
         """attention_cl's clusters a KV head on a layer with this window (None: every key visible)."""
         return self.attn_clusters_global if window is None and self.attn_clusters_global else self.attn_clusters
-
-    def stages_for(self, window: int | None) -> int:
-        """attention_cl's shared-memory stages on a layer with this window (None: every key visible; 0: none)."""
-        return self.attn_stages_global if window is None else self.attn_stages
 
     def with_overrides(self, over: dict) -> Shapes:
         """These shapes with the fields `over` names replaced, from JSON values (lists become tuples): what the
@@ -212,10 +204,10 @@ def attention_name(head_dim: int) -> str:
     return f"attention<{head_dim}>"
 
 
-def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int, stages: int = 0) -> str:
-    """attention_cl<HD, G, KB, C, NW[, ST]>: G query heads a KV head, KB keys a batch, C blocks a cluster, NW warps a
-    block, ST batches a sub-group staged in shared memory (0, the template's default: register batches)."""
-    return f"attention_cl<{head_dim},{group},{batch},{cluster},{warps}" + (f",{stages}>" if stages else ">")
+def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int) -> str:
+    """attention_cl<HD, G, KB, C, NW>: G query heads a KV head, KB keys a batch, C blocks a cluster, NW warps a
+    block."""
+    return f"attention_cl<{head_dim},{group},{batch},{cluster},{warps}>"
 
 
 _modules: dict = {}
@@ -223,8 +215,8 @@ _modules: dict = {}
 
 def compile_module(gemvs, head_dims, clustered=(), extra=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_cl<HD,G,KB,C,NW[,ST]> for every (hd, g, kb, c, nw[, st]) in `clustered`, the template
-    instances named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
+    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, the template instances
+    named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
@@ -359,20 +351,17 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
               rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
               part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS,
-              batch: int = 0, cluster: int = 8, clusters: int = 0, stages: int = 0) -> Launch:
+              batch: int = 0, cluster: int = 8, clusters: int = 0) -> Launch:
     """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers.
-    batch > 0: attention_cl<HD, nq / nkv, batch, cluster, warps, stages> over `cluster_splits(...)` blocks a KV
-    head; 0: the chunked attention<HD> (stages must be 0)."""
+    batch > 0: attention_cl<HD, nq / nkv, batch, cluster> over `cluster_splits(...)` blocks a KV head; 0: the
+    chunked attention<HD>."""
     attention_layout(head_dim)
     if nq % nkv:
         raise KernelShapeError(f"{name}: {nq} query heads do not group over {nkv} KV heads")
     cap = int(K.shape[-2])
-    if not 0 <= stages <= MAX_STAGES or (stages and not batch):
-        raise KernelShapeError(f"{name}: attention_cl stages 0-{MAX_STAGES} (0: register batches; the chunked kernel "
-                               f"takes none), got {stages} with batch {batch}")
     if batch:
         return _attention_cl(fns, name, qkv, nq, nkv, head_dim, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V,
-                             cap, window, scale, softcap, part, counter, out, threads, batch, cluster, clusters, stages)
+                             cap, window, scale, softcap, part, counter, out, threads, batch, cluster, clusters)
     splits = attention_splits(cap, window, chunk)
     if part.size < nq * splits * (head_dim + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
@@ -389,22 +378,18 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
 
 
 def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V, cap, window,
-                  scale, softcap, part, counter, out, threads, batch, cluster, clusters, stages=0) -> Launch:
+                  scale, softcap, part, counter, out, threads, batch, cluster, clusters) -> Launch:
     grp = nq // nkv
     splits = cluster_splits(cap, window, D, threads, batch, cluster, clusters)
     ncl = splits // cluster
     if ncl > 1 and part.size < nq * ncl * (D + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * ncl * (D + 2)}")
-    fn = fns[cluster_name(D, grp, batch, cluster, threads // 32, stages)]
+    fn = fns[cluster_name(D, grp, batch, cluster, threads // 32)]
     if cluster > 8:
         _allow_large_clusters(fn)
     units, np2 = split_units(D, threads), 1 << max(0, (grp * batch - 1).bit_length())
     per = -(-(grp * D // 4) // cluster)  # float4s of the output each block of a cluster combines
     floats = units * grp * D + 4 * cluster * per + 4 * -(-cluster * grp // 2) + units * np2 + 3 * units * grp
-    floats += 4 * stages * threads * batch * 2 * attention_layout(D)[0]  # the stages: [ST][NW][KB][2][VPL][32] uint4
-    if 4 * floats > MAX_SHARED:
-        raise KernelShapeError(f"{name}: attention_cl needs {4 * floats} bytes of shared memory with {stages} stages "
-                               f"of {batch} keys at {threads} threads; a block has at most {MAX_SHARED}: fewer stages")
     shared = _need_shared(fn, 4 * floats)
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),

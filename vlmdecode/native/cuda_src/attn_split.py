@@ -1,4 +1,4 @@
-"""The native decode-attention kernel `attention_cl<HD, G, KB, C, NW, ST>`: q/k RMSNorm + rotary + KV append + the
+"""The native decode-attention kernel `attention_cl<HD, G, KB, C, NW>`: q/k RMSNorm + rotary + KV append + the
 visible keys split over the grid's sub-groups of lanes (NW warps a block), combined in three levels (the
 sub-groups of a block in shared memory, the C blocks of a thread-block cluster through distributed shared
 memory, the clusters of a KV head by the last block to finish). Position p sits at row p % capacity.
@@ -9,10 +9,7 @@ block barrier before the scores). Sub-group `slot` of a KV head's W takes the ca
 key t (the new one, never read from the cache) joins sub-group (t - lo) % W (one with the fewest) after its
 batches, from registers. Cached keys go in batches of KB; the first batch's K/V loads are issued before
 `pdl_wait` (earlier positions' rows only), and where the registers fit (KB x VPL <= 4: no spills) each next batch's
-while the current one is reduced, so a long window's batches are not one dependent round trip each. ST > 0
-stages the batches through shared memory instead (cp.async, `stage_batch`): ST batches a sub-group in flight, the
-first ST issued before `pdl_wait`, with no registers held for them; the same keys in the same order, so the same
-bits as the register batches.
+while the current one is reduced, so a long window's batches are not one dependent round trip each.
 Scores of a batch (G x KB values a lane) are summed across the sub-group by a transposing butterfly (each
 level halves the values a lane keeps: ~G x KB shuffles instead of G x KB x log2 LPK), softmax runs in the
 log2 domain with an online max per head, and p @ V accumulates in fp32 registers. qkv (the previous
@@ -24,7 +21,7 @@ Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA
 
 CODE = r"""
 // part (ncl > 1 clusters a KV head): o [nq][ncl][HD] unnormalised, then (max log2, sum) [nq][ncl][2]
-template <int HD, int G, int KB, int C, int NW, int ST = 0>
+template <int HD, int G, int KB, int C, int NW>
 __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attention_cl(
     const float* qkv_in, const int nq, const int nkv,              // qkv [(nq + 2 nkv) * HD]: q, k, v
     const float* q_norm, const float* k_norm, const float eps,     // [HD] effective, or NULL
@@ -50,14 +47,12 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     constexpr int RT = NT > LPK ? NT / LPK : 1, DT = NT < LPK ? LPK / NT : 1;
     constexpr int Q4 = G * HD / 4;                 // float4s of a KV head's output
     constexpr int PER = (Q4 + C - 1) / C;          // of them each block of a cluster combines
-    constexpr bool DB = ST == 0 && KB * VPL <= 4;  // double-buffered batches: 8 more uint4 a lane at most
-    constexpr int SW = KB * 2 * VPL * 32;          // uint4 of a warp's stage (ST > 0)
+    constexpr bool DB = KB * VPL <= 4;             // double-buffered batches: 8 more uint4 a lane at most
     extern __shared__ float4 sm4[];
     __shared__ int last;
     const int g = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int sub = lane / LPK, l = lane % LPK, u = warp * KPW + sub;
-    uint4* stw = reinterpret_cast<uint4*>(sm4) + warp * SW;  // [ST][NW][SW] the batch stages (ST > 0): this warp's
-    float* wo = reinterpret_cast<float*>(sm4 + ST * NW * SW);  // [UNITS][G][HD] each sub-group's unnormalised o
+    float* wo = reinterpret_cast<float*>(sm4);  // [UNITS][G][HD] each sub-group's unnormalised o
     float4* rx = reinterpret_cast<float4*>(wo + UNITS * G * HD);  // [C][PER] the cluster's blocks' o, my slice
     float2* rxm = reinterpret_cast<float2*>(rx + C * PER);         // [C][G] their (max, sum)
     float* pb = reinterpret_cast<float*>(rxm + (C * G + 1) / 2 * 2);  // [UNITS][NP] a batch's probabilities
@@ -84,15 +79,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     cluster_arrive_relaxed();  // this block has started (waited on before the first remote store, step 4)
     // 0. the first batch of cached keys and values (earlier positions), norm weights and rotary at t
     uint4 kr[KB][VPL], vr[KB][VPL];
-    if constexpr (ST > 0) {  // batches 0 .. ST - 1 into the stages, one commit group each (empty past nb)
-#pragma unroll
-        for (int b = 0; b < ST; ++b) {
-            if (b < nb) stage_batch<KB, VPL, LPK>(stw + b * NW * SW, lane, K, V, lane0, row0, W, cap, b, cnt, HD);
-            cp_async_commit();
-        }
-    } else {
-        load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, 0, cnt, HD);
-    }
+    load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, 0, cnt, HD);
     int dd[VPL], dp[VPL];  // this lane's 8-dim slices and their rotary partners
 #pragma unroll
     for (int v = 0; v < VPL; ++v) {
@@ -179,10 +166,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     for (int hh = 0; hh < HL; ++hh) lh[hh] = 0.f;
     for (int b = 0; b < nb; ++b) {
         uint4 kq[KB][VPL], vq[KB][VPL];  // DB: batch b + 1, in flight while batch b is reduced
-        if constexpr (ST > 0) {
-            cp_async_wait<ST - 1>();  // this lane's copies of batch b are in (the next ST - 1 may be in flight)
-            read_stage<KB, VPL>(kr, vr, stw + (b % ST) * NW * SW, lane);
-        } else if constexpr (DB) {
+        if constexpr (DB) {
             if (b + 1 < nb) load_batch<KB, VPL, LPK>(kq, vq, K, V, lane0, row0, W, cap, b + 1, cnt, HD);
         } else if (b > 0) {
             load_batch<KB, VPL, LPK>(kr, vr, K, V, lane0, row0, W, cap, b, cnt, HD);
@@ -276,11 +260,6 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
                 for (int i = 0; i < KB; ++i)
 #pragma unroll
                     for (int v = 0; v < VPL; ++v) { kr[i][v] = kq[i][v]; vr[i][v] = vq[i][v]; }
-        if constexpr (ST > 0) {  // the stage just read (its values consumed above) takes batch b + ST
-            if (b + ST < nb)
-                stage_batch<KB, VPL, LPK>(stw + (b % ST) * NW * SW, lane, K, V, lane0, row0, W, cap, b + ST, cnt, HD);
-            cp_async_commit();
-        }
     }
     // 3. key t, from registers, into the running softmax of the sub-group that owns it (its warp only)
     if (tail) {

@@ -1,7 +1,6 @@
 """Device helpers of `attention_cl` (`cuda_src.attn_split`): distributed shared memory of a thread-block
 cluster (address mapping, remote stores, split barrier), the transposing butterfly sum `XSum`, fp16 <-> fp32
-packs, L2-only loads, and the batch loaders of cached K/V rows (into registers, or through shared-memory stages
-by cp.async).
+packs, L2-only loads, and the batch loader of cached K/V rows.
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
@@ -137,50 +136,6 @@ __device__ __forceinline__ void load_batch(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB]
             vr[i][v] = n < cnt ? __ldcg(reinterpret_cast<const uint4*>(V + at + v * LPK * 8)) : z;
         }
     }
-}
-
-// the same batch through shared memory: each lane copies its own 16-byte slices of the batch's key and value
-// rows into stage `st` of its warp (cp.async, L2 only, zeros past cnt) and later reads back only those, so no
-// barrier is needed, only the lane's own cp.async.wait_group. A stage of a warp: [KB][2][VPL][32] uint4.
-__device__ __forceinline__ void cp_async16(uint4* dst, const void* src, const bool full) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(s), "l"(src), "r"(full ? 16 : 0) : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-
-template <int KB, int VPL, int LPK>
-__device__ __forceinline__ void stage_batch(uint4* st, const int lane, const __half* K, const __half* V,
-                                            const size_t lane0, const int row0, const int W, const int cap,
-                                            const int b, const int cnt, const int HD) {
-#pragma unroll
-    for (int i = 0; i < KB; ++i) {
-        const int n = b * KB + i;
-        int row = row0 + W * n;
-        row -= row >= cap ? cap : 0;
-        const bool in = n < cnt;
-        const size_t at = lane0 + (size_t)(in ? row : 0) * HD;  // a valid address even where nothing is read
-#pragma unroll
-        for (int v = 0; v < VPL; ++v) {
-            cp_async16(st + ((2 * i) * VPL + v) * 32 + lane, K + at + v * LPK * 8, in);
-            cp_async16(st + ((2 * i + 1) * VPL + v) * 32 + lane, V + at + v * LPK * 8, in);
-        }
-    }
-}
-
-template <int KB, int VPL>
-__device__ __forceinline__ void read_stage(uint4 (&kr)[KB][VPL], uint4 (&vr)[KB][VPL], const uint4* st,
-                                           const int lane) {
-#pragma unroll
-    for (int i = 0; i < KB; ++i)
-#pragma unroll
-        for (int v = 0; v < VPL; ++v) {
-            kr[i][v] = st[((2 * i) * VPL + v) * 32 + lane];
-            vr[i][v] = st[((2 * i + 1) * VPL + v) * 32 + lane];
-        }
 }
 
 """
