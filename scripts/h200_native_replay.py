@@ -3,7 +3,8 @@ modules of the same source time up to 1.3% apart within one process, h200_native
 source change is compared over several processes of each tree, alternating): the gemma3-1b step (fused-cuda,
 context 1024, KV capacity 1072), the decoder's graph replayed 200 times a round, 7 rounds, medians. $NATIVE_SHAPES:
 Shapes overrides (JSON, e.g. '{"qkv": [8, 2]}', `Shapes.with_overrides`) for the step replayed; $NATIVE_CONTEXT: the
-step at that context instead (KV capacity context + 48, as h200_native.py's context-4096 part).
+step at that context instead (KV capacity context + 48, as h200_native.py's context-4096 part); $NATIVE_CAPACITY: that
+KV capacity instead (a short context in a long buffer, as a default load's 4096).
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
@@ -27,7 +28,7 @@ def main(rounds: int = 7) -> None:
 
     hn.provenance()
     context = int(os.environ.get("NATIVE_CONTEXT", hn.CONTEXT))
-    capacity = hn.capacity_for(context)
+    capacity = int(os.environ.get("NATIVE_CAPACITY", hn.capacity_for(context)))
     res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
            "context": context, "kv_capacity": capacity}
     pipe = hn.gemma_pipe("native", capacity)

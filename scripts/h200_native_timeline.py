@@ -87,14 +87,16 @@ def stamped_launches(dec, stamps, defines=()):
 
 
 def per_launch(raw, offsets, names):
-    """Rows of start / wait / end statistics (ns, relative to the step's first stamp) per launch."""
+    """Rows of start / wait / end statistics (ns, relative to the step's first stamp) per launch; the wait's over the
+    blocks that waited (an attention cluster the position does not need exits before its wait)."""
     t0 = raw[offsets[0]:offsets[1], 0].min()
     rows = []
     for i, name in enumerate(names):
         s = raw[offsets[i]:offsets[i + 1]].astype(np.int64) - int(t0)
-        rows.append({"launch": name, "blocks": int(len(s)), "start_first": int(s[:, 0].min()),
-                     "start_last": int(s[:, 0].max()), "wait_first": int(s[:, 1].min()),
-                     "wait_median": int(np.median(s[:, 1])), "wait_last": int(s[:, 1].max()),
+        w = s[raw[offsets[i]:offsets[i + 1], 1] > 0, 1]
+        rows.append({"launch": name, "blocks": int(len(s)), "waited": int(len(w)), "start_first": int(s[:, 0].min()),
+                     "start_last": int(s[:, 0].max()), "wait_first": int(w.min()),
+                     "wait_median": int(np.median(w)), "wait_last": int(w.max()),
                      "end_last": int(s[:, 2].max())})
     return rows
 
@@ -107,6 +109,7 @@ def attention_phases(raw, offsets, names):
         if not name.endswith(".attn"):
             continue
         s = raw[offsets[i]:offsets[i + 1]].astype(np.int64)
+        s = s[s[:, 1] > 0]  # the blocks that worked (an exited cluster stamps its start and end only)
         prev, d = s[:, 1], {}
         for slot, phase in PHASES.items():
             if not s[:, slot].any():  # a phase this build does not stamp
@@ -157,8 +160,8 @@ def summarise(dec, samples_rows, phases, raw, offsets, names) -> dict:
     each block's stamps (ns from the launch's first start) of the first local and first global attention
     launch after layer 0."""
     res: dict = {}
-    keys = [k for k in samples_rows[0][0] if k not in ("launch", "blocks")]
-    rows = [{"launch": r["launch"], "blocks": r["blocks"],
+    keys = [k for k in samples_rows[0][0] if k not in ("launch", "blocks", "waited")]
+    rows = [{"launch": r["launch"], "blocks": r["blocks"], "waited": r["waited"],
              **{k: float(np.median([s[i][k] for s in samples_rows])) for k in keys}}
             for i, r in enumerate(samples_rows[0])]
     res["launches"] = rows

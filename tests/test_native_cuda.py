@@ -362,6 +362,41 @@ def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):
     assert np.array_equal(got_K[:, others], Kc[:, others]) and np.array_equal(got_V[:, others], Vc[:, others])
 
 
+@pytest.mark.parametrize("D,nq,nkv,threads,batch", [(256, 4, 1, 256, 4), (64, 8, 2, 128, 2), (16, 4, 2, 64, 1)])
+@pytest.mark.parametrize("window", [None, 150])
+def test_attention_cl_live_clusters_follow_the_visible_keys(D, nq, nkv, threads, batch, window):
+    """A grid of 4 clusters a KV head with cluster_keys 100: at position t only min(4, (visible - 1) // 100 + 1)
+    clusters work, the rest exit at once. One launch over positions whose live count rises and falls (1, 2, 4, 3,
+    1, ...; a window caps it at 2): every output near float64, the row appended, the combine counter back to 0."""
+    rng = np.random.default_rng(D + (window or 0))
+    cap, eps, scale, ckeys = 1072, 1e-6, D**-0.5, 100
+    qkv = cupy.asarray(rng.standard_normal((nq + 2 * nkv) * D).astype(np.float32))
+    qn, kn = (rng.uniform(0.5, 1.5, D).astype(np.float32) for _ in range(2))
+    ang = np.arange(cap)[:, None] * rng.uniform(0.001, 1.0, D // 2)[None]
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    Kc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
+    Vc = rng.standard_normal((nkv, cap, D)).astype(np.float16)
+    fns = K.compile_module(set(), {D}, {(D, nq // nkv, batch, 4, threads // 32)})
+    splits = K.cluster_splits(cap, window, D, threads, batch, 4, 4)
+    dK, dV, pos, out = cupy.asarray(Kc[None]), cupy.asarray(Vc[None]), cupy.zeros(1, cupy.int64), poisoned(nq * D)
+    counter = cupy.zeros(nkv, cupy.int32)
+    launch = K.attention(fns, "attn", qkv, nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn), eps=eps,
+                         rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin), pos=pos, K=dK, V=dV, window=window,
+                         scale=scale, softcap=None, part=poisoned(nq * splits * (D + 2)), counter=counter, out=out,
+                         threads=threads, batch=batch, cluster=4, clusters=4, cluster_keys=ckeys)
+    assert launch.grid[0] == 16
+    for t in (0, 99, 100, 250, 399, 400, 1000, 320, 5, 1071):
+        pos.fill(t)
+        out.fill(np.nan)
+        launch()
+        ref, rK, rV = ref_attention(qkv.get(), nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, scale, None)
+        assert rel(out.get(), ref) < 2e-3, f"position {t}"
+        assert (counter.get() == 0).all(), f"position {t}"
+        Kc[:, t], Vc[:, t] = dK.get()[0][:, t], dV.get()[0][:, t]  # the rows as the kernel wrote them
+        assert np.array_equal(Vc[:, t], rV[:, t])
+        assert np.abs(Kc[:, t].astype(np.float64) - rK[:, t]).max() <= 2e-3 * np.abs(rK[:, t]).max()
+
+
 @pytest.mark.parametrize("D,nq,nkv", [(16, 4, 2), (256, 4, 1)])
 def test_attention_cl_reads_qkv_after_the_previous_kernel_under_pdl(D, nq, nkv):
     """The step's hazard under programmatic dependent launch: a GEMV writes qkv, then attention_cl (launched with
@@ -553,23 +588,28 @@ def test_native_pdl_equals_plain_launches(folders, image, attention):
     assert all(np.array_equal(a, b) for a, b in zip(runs[True][1][1:], runs[False][1][1:]))
 
 
-@pytest.mark.parametrize("batch,cluster,clusters,glob", [(8, 16, 1, 0), (8, 8, 0, 0), (2, 8, 1, 0), (4, 1, 0, 0),
-                                                         (4, 16, 1, 2), (2, 8, 1, 4)])
-def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster, clusters, glob):
+@pytest.mark.parametrize("batch,cluster,clusters,glob,keys", [(8, 16, 1, 0, 2048), (8, 8, 0, 0, 2048),
+                                                              (2, 8, 1, 0, 2048), (4, 1, 0, 0, 2048),
+                                                              (4, 16, 1, 2, 0), (2, 8, 1, 4, 0), (2, 8, 1, 4, 16),
+                                                              (1, 4, 1, "auto", 16)])
+def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster, clusters, glob, keys):
     """The step with attention_cl gives the logits of the chunked kernel (attn_batch=0) within fp16 rounding
     (another summation order), 40 steps, PDL on; tokens equal up to the first step where the chunked kernel's
-    top two are closer than that tolerance (a near tie; after it the runs see different tokens)."""
+    top two are closer than that tolerance (a near tie; after it the runs see different tokens). keys: the
+    attn_cluster_keys (0: every cluster of the grid works; 16: the live clusters grow over the generation)."""
     from vlmdecode.native import kernels as NK
 
     runs = []
     for shapes in (NK.Shapes(**CHUNKED), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters,
-                                                    attn_clusters_global=glob)):
+                                                    attn_clusters_global=glob, attn_cluster_keys=keys)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         if glob and shapes.attn_batch:  # the layers with no window get `glob` clusters, the windowed ones `clusters`
             blocks = {L.name.split(".")[0]: L.grid[0] for L in pipe.decoder.body if L.name.endswith(".attn")}
             kinds = {f"L{i}": P.window is None for i, P in enumerate(pipe.decoder.plan.layers)}
             assert any(kinds.values()) and not all(kinds.values())
-            assert all(b == cluster * (glob if kinds[n] else clusters) for n, b in blocks.items()), blocks
+            want = shapes.clusters_for(None, pipe.decoder.max_length)
+            assert want == (glob if glob != "auto" else min(NK.MAX_AUTO_CLUSTERS, -(-pipe.decoder.max_length // keys)))
+            assert all(b == cluster * (want if kinds[n] else clusters) for n, b in blocks.items()), blocks
         _, x = pipe.prepare(PROMPT, image)
         runs.append(_native_run(pipe, x, 40))
     (want, wl), (got, gl) = runs
@@ -581,7 +621,7 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
     if d < len(want):
         r = wl[d]
         margin = r[want[d]] - r[got[d]]
-        print(f"attention_cl {batch},{cluster},{clusters},{glob}: tokens differ at step {d}, "
+        print(f"attention_cl {batch},{cluster},{clusters},{glob},{keys}: tokens differ at step {d}, "
               f"chunked margin {margin:.3g}")
         assert margin <= 2e-2 * max(1.0, np.abs(r).max()), f"step {d}: not a near tie (margin {margin:.3g})"
 

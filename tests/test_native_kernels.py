@@ -84,8 +84,19 @@ def test_cluster_attention_geometry():
     assert K.attention_blocks(K.Shapes(), 1072, 512, 256) == 16  # the default: one cluster of 16 a KV head
     # more clusters on the layers with no window only (0: attn_clusters on every layer)
     glob = K.Shapes(attn_batch=4, attn_threads=256, attn_clusters_global=4)
-    assert glob.clusters_for(None) == 4 and glob.clusters_for(512) == 1 and K.Shapes().clusters_for(None) == 1
+    assert glob.clusters_for(None, 1072) == 4 and glob.clusters_for(512, 1072) == 1
+    assert K.Shapes().clusters_for(None, 4144) == 1
     assert K.attention_blocks(glob, 4144, None, 256) == 64 and K.attention_blocks(glob, 4144, 512, 256) == 16
+    # "auto": as many clusters as the capacity needs at attn_cluster_keys keys a cluster, at most MAX_AUTO_CLUSTERS
+    auto = K.Shapes(attn_batch=4, attn_threads=256, attn_clusters_global="auto")
+    assert [auto.clusters_for(None, c) for c in (1072, 2048, 2049, 4144, 1 << 20)] == [1, 1, 2, 3, K.MAX_AUTO_CLUSTERS]
+    assert auto.clusters_for(512, 4144) == 1 and K.attention_blocks(auto, 4144, None, 256) == 48
+    assert K.Shapes(attn_clusters_global="auto", attn_cluster_keys=1024).clusters_for(None, 4144) == 5
+    assert K.Shapes().with_overrides({"attn_clusters_global": "auto"}).attn_clusters_global == "auto"
+    for bad in (dict(attn_clusters_global="all"), dict(attn_clusters_global=-1), dict(attn_cluster_keys=-5),
+                dict(attn_clusters_global="auto", attn_cluster_keys=0)):
+        with pytest.raises(K.KernelShapeError, match="attn_cluster"):
+            K.Shapes(**bad)
     # head_dim 256 (a sub-group = a warp): 8 warps, batches of 4; smaller head dims: the class defaults
     assert K.Shapes.for_head_dim(256) == K.Shapes(attn_threads=256, attn_batch=4)
     assert K.Shapes.for_head_dim(512) == K.Shapes(attn_threads=256, attn_batch=4)

@@ -249,7 +249,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      scale=plan.attn_scale, softcap=plan.attn_softcap, part=self.attn_part,
                                      counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
-                                     cluster=sh.attn_cluster, clusters=sh.clusters_for(L.window)))
+                                     cluster=sh.attn_cluster, clusters=sh.clusters_for(L.window, self.max_length),
+                                     cluster_keys=sh.attn_cluster_keys))
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **sh.gemv("o")))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                 delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,

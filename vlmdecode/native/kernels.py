@@ -24,6 +24,7 @@ ATTN_THREADS = 256
 SLICE_TARGET = 864  # split-K: largest reduction slice one block streams per row (gemma3-1b down: 8 x 864)
 FOLD_R = 3  # float4 slots a thread of the fold (cuda_src.common FOLD_R)
 NV_MAX = 8  # 16-byte loads per lane per row: reductions up to 8 * 256 = 2048 elements in one slice
+MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters a KV head (8 x 16 blocks <= 132 SMs)
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,21 @@ class Shapes:
     attn_batch: int = 8
     attn_cluster: int = 16
     attn_clusters: int = 1
-    attn_clusters_global: int = 0  # clusters a KV head on layers with no window (0: attn_clusters): faster at long
-    # contexts, slower at short ones (docs/native_decoder.md); the grid is fixed at capture: the caller's choice
+    attn_clusters_global: int | str = 0  # clusters a KV head on layers with no window (0: attn_clusters; "auto": as
+    # many as the KV capacity needs at attn_cluster_keys keys a cluster, <= MAX_AUTO_CLUSTERS). The grid, fixed at
+    # capture, holds them all; at each position only those its visible keys need work (`attn_cluster_keys`)
+    attn_cluster_keys: int = 2048  # keys a cluster takes before the next cluster of its KV head joins (0: every
+    # cluster of the grid works at every position); more clusters pay off past ~2048 keys (docs/native_decoder.md)
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
+
+    def __post_init__(self):
+        g, k = self.attn_clusters_global, self.attn_cluster_keys
+        if not (g == "auto" or (isinstance(g, int) and g >= 0)) or not (isinstance(k, int) and k >= 0):
+            raise KernelShapeError(f"attn_clusters_global takes a count >= 0 or 'auto' and attn_cluster_keys a count "
+                                   f">= 0, got {g!r} and {k!r}")
+        if g == "auto" and not k:
+            raise KernelShapeError("attn_clusters_global 'auto' sizes the grid at attn_cluster_keys keys a cluster: "
+                                   "give attn_cluster_keys > 0")
 
     @classmethod
     def for_model(cls, head_dim: int, hidden: int) -> Shapes:
@@ -74,9 +87,15 @@ class Shapes:
             return cls(attn_threads=256, attn_batch=4)
         return cls()
 
-    def clusters_for(self, window: int | None) -> int:
-        """attention_cl's clusters a KV head on a layer with this window (None: every key visible)."""
-        return self.attn_clusters_global if window is None and self.attn_clusters_global else self.attn_clusters
+    def clusters_for(self, window: int | None, capacity: int) -> int:
+        """attention_cl's clusters a KV head in the grid of a layer with this window (None: every key visible) and KV
+        capacity."""
+        g = self.attn_clusters_global
+        if window is not None or not g:
+            return self.attn_clusters
+        if g == "auto":
+            return min(MAX_AUTO_CLUSTERS, -(-capacity // self.attn_cluster_keys))
+        return g
 
     def with_overrides(self, over: dict) -> Shapes:
         """These shapes with the fields `over` names replaced, from JSON values (lists become tuples): what the
@@ -183,7 +202,7 @@ def attention_blocks(shapes: Shapes, capacity: int, window: int | None, head_dim
     """Blocks a KV head of a layer's attention launch with `shapes` (its scratch holds nq x this x (HD + 2))."""
     if shapes.attn_batch:
         return cluster_splits(capacity, window, head_dim, shapes.attn_threads, shapes.attn_batch, shapes.attn_cluster,
-                              shapes.clusters_for(window))
+                              shapes.clusters_for(window, capacity))
     return attention_splits(capacity, window, shapes.attn_chunk)
 
 
@@ -351,17 +370,19 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
               rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
               part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS,
-              batch: int = 0, cluster: int = 8, clusters: int = 0) -> Launch:
+              batch: int = 0, cluster: int = 8, clusters: int = 0, cluster_keys: int = 0) -> Launch:
     """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers.
-    batch > 0: attention_cl<HD, nq / nkv, batch, cluster> over `cluster_splits(...)` blocks a KV head; 0: the
-    chunked attention<HD>."""
+    batch > 0: attention_cl<HD, nq / nkv, batch, cluster> over `cluster_splits(...)` blocks a KV head, of whose
+    clusters those the visible keys need at `cluster_keys` keys a cluster work (0: all); 0: the chunked
+    attention<HD>."""
     attention_layout(head_dim)
     if nq % nkv:
         raise KernelShapeError(f"{name}: {nq} query heads do not group over {nkv} KV heads")
     cap = int(K.shape[-2])
     if batch:
         return _attention_cl(fns, name, qkv, nq, nkv, head_dim, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V,
-                             cap, window, scale, softcap, part, counter, out, threads, batch, cluster, clusters)
+                             cap, window, scale, softcap, part, counter, out, threads, batch, cluster, clusters,
+                             cluster_keys)
     splits = attention_splits(cap, window, chunk)
     if part.size < nq * splits * (head_dim + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
@@ -378,7 +399,9 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
 
 
 def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V, cap, window,
-                  scale, softcap, part, counter, out, threads, batch, cluster, clusters) -> Launch:
+                  scale, softcap, part, counter, out, threads, batch, cluster, clusters, cluster_keys) -> Launch:
+    if cluster_keys < 0:
+        raise KernelShapeError(f"{name}: cluster_keys >= 0 (0: every cluster works), got {cluster_keys}")
     grp = nq // nkv
     splits = cluster_splits(cap, window, D, threads, batch, cluster, clusters)
     ncl = splits // cluster
@@ -393,7 +416,7 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     shared = _need_shared(fn, 4 * floats)
     args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
             ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
-            np.float32(softcap or 0.0), np.int32(0), ptr(part), ptr(counter), ptr(out))
+            np.float32(softcap or 0.0), np.int32(cluster_keys), ptr(part), ptr(counter), ptr(out))
     keys = cap if window is None else min(cap, window)
     nbytes = 2 * nkv * keys * D * 2 + 4 * (nq + 2 * nkv) * D + 4 * nq * D
     return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)

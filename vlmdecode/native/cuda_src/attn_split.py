@@ -1,7 +1,10 @@
 """The native decode-attention kernel `attention_cl<HD, G, KB, C, NW>`: q/k RMSNorm + rotary + KV append + the
 visible keys split over the grid's sub-groups of lanes (NW warps a block), combined in three levels (the
 sub-groups of a block in shared memory, the C blocks of a thread-block cluster through distributed shared
-memory, the clusters of a KV head by the last block to finish). Position p sits at row p % capacity.
+memory, the clusters of a KV head by the last block to finish). The grid holds the clusters the most keys need;
+at position t only the first `live` = min(clusters, (visible keys - 1) / ckeys + 1) of them work (ckeys 0: all),
+the others exit at once, so a short context pays neither their blocks' work nor the clusters' combine. Position p
+sits at row p % capacity.
 
 Layout: a sub-group of LPK lanes holds one key row at a time (8 x VPL dims a lane, 16-byte loads), its q
 heads in registers (every warp normalises and rotates q and the new k itself: no shared memory and no
@@ -20,7 +23,7 @@ Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA
 """
 
 CODE = r"""
-// part (ncl > 1 clusters a KV head): o [nq][ncl][HD] unnormalised, then (max log2, sum) [nq][ncl][2]
+// part (live > 1 clusters a KV head): o [nq][ncl][HD] unnormalised, then (max log2, sum) [nq][ncl][2]
 template <int HD, int G, int KB, int C, int NW>
 __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attention_cl(
     const float* qkv_in, const int nq, const int nkv,              // qkv [(nq + 2 nkv) * HD]: q, k, v
@@ -28,7 +31,8 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     const float* rope_cos, const float* rope_sin,                 // [max_pos, HD / 2]
     const long long* pos,                                          // [1]: this token's position t
     __half* K, __half* V, const int cap,                           // [nkv, cap, HD]: position p at row p % cap
-    const int window, const float scale, const float softcap, const int chunk,  // window 0: all keys; chunk unused
+    const int window, const float scale, const float softcap, const int ckeys,  // window 0: all keys; ckeys: keys
+    // a cluster takes before the next cluster of the KV head joins (0: every cluster of the grid works)
     float* part, int* counter, float* out                          // counter [nkv]: 0 between launches
     STAMP_PARAM)
 {
@@ -62,7 +66,14 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     const int t = (int)__ldcg(pos);  // positions fit in 32 bits
     const int lo = window > 0 ? max(0, t - window + 1) : 0;
     const int nmem = t - lo;                      // cached keys lo .. t - 1 (key t comes from qkv)
-    const int W = gridDim.x * UNITS;              // sub-groups of this KV head
+    const int ncl = gridDim.x / C, cl = blockIdx.x / C;  // clusters a KV head, this block's
+    const int live = ckeys > 0 ? min(ncl, nmem / ckeys + 1) : ncl;  // of them working at t (nmem + 1 keys visible)
+    if (cl >= live) {  // the whole cluster exits: none of its barriers is pending
+        STAMP(0);
+        STAMP_END();
+        return;
+    }
+    const int W = live * C * UNITS;              // sub-groups of this KV head at work
     const int slot = blockIdx.x * UNITS + u;
     const int cnt = nmem > slot ? (nmem - slot + W - 1) / W : 0;  // its cached keys lo + slot + W n, n < cnt
     const bool own = slot == nmem % W;            // one of the sub-groups with the fewest takes key t too
@@ -321,7 +332,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     __syncthreads();
     STAMP(5);  // the block's sub-groups in shared memory
     cluster_wait();  // every block of the cluster has started: its shared memory may be written
-    const int rank = blockIdx.x % C, cl = blockIdx.x / C, ncl = gridDim.x / C;
+    const int rank = blockIdx.x % C;
     for (int e = tid; e < Q4; e += NW * 32) {
         const int h = e / (HD / 4);
         float M = -INF_F, L = 0.f;
@@ -367,7 +378,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
             o.x = fmaf(f, oc[c].x, o.x); o.y = fmaf(f, oc[c].y, o.y);
             o.z = fmaf(f, oc[c].z, o.z); o.w = fmaf(f, oc[c].w, o.w);
         }
-        if (ncl == 1) {
+        if (live == 1) {
             const float r = 1.f / L;
             reinterpret_cast<float4*>(out)[g * Q4 + e] = make_float4(o.x * r, o.y * r, o.z * r, o.w * r);
         } else {
@@ -381,10 +392,10 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
             __threadfence();
         }
     }
-    if (ncl == 1) { STAMP_END(); return; }
-    // 6. the last block of this KV head to finish combines the ncl cluster partials, resets the counter
+    if (live == 1) { STAMP_END(); return; }
+    // 6. the last block of this KV head's live clusters to finish combines their partials, resets the counter
     __syncthreads();
-    if (tid == 0) last = atomicAdd(counter + g, 1) == (int)gridDim.x - 1;
+    if (tid == 0) last = atomicAdd(counter + g, 1) == live * C - 1;
     __syncthreads();
     if (!last) { STAMP_END(); return; }
     __threadfence();
@@ -395,7 +406,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         float M = -INF_F, L = 0.f;
         float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 8
-        for (int c = 0; c < ncl; ++c) {
+        for (int c = 0; c < live; ++c) {
             const float2 m = __ldcg(ml + c);
             const float4 y = __ldcg(reinterpret_cast<const float4*>(part + (row0 + c) * HD) + d4);
             const float Mn = fmaxf(M, m.x);
