@@ -98,8 +98,8 @@ def test_cluster_attention_geometry():
         with pytest.raises(K.KernelShapeError, match="attn_cluster"):
             K.Shapes(**bad)
     # head_dim 256 (a sub-group = a warp): 8 warps, batches of 4; smaller head dims: the class defaults
-    assert K.Shapes.for_head_dim(256) == K.Shapes(attn_threads=256, attn_batch=4)
-    assert K.Shapes.for_head_dim(512) == K.Shapes(attn_threads=256, attn_batch=4)
+    assert K.Shapes.for_head_dim(256) == K.Shapes(attn_threads=256, attn_batch=4, attn_clusters_global="auto")
+    assert K.Shapes.for_head_dim(512) == K.Shapes.for_head_dim(256)
     assert K.Shapes.for_head_dim(64) == K.Shapes.for_head_dim(16) == K.Shapes()
     assert K.attention_blocks(K.Shapes.for_head_dim(256), 1072, 512, 256) == 16
     for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=512)):

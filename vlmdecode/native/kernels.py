@@ -84,7 +84,7 @@ class Shapes:
         the class defaults, measured side by side (h200_native_attn_shapes_d8128b3.json). Smaller head dims keep the
         class defaults (tiny's step is 15% slower at 256 threads, h200_native_launch_d8128b3.json)."""
         if attention_layout(head_dim)[1] == 32:
-            return cls(attn_threads=256, attn_batch=4)
+            return cls(attn_threads=256, attn_batch=4, attn_clusters_global="auto")
         return cls()
 
     def clusters_for(self, window: int | None, capacity: int) -> int:
