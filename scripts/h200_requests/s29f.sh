@@ -3,7 +3,7 @@
 # The grid holds the clusters the KV capacity needs (Shapes.attn_clusters_global "auto": one per attn_cluster_keys
 # = 2048 keys), and at each position only those its visible keys need work; the others exit at once.
 # 1. the CUDA tests of attention_cl and of the step's cluster variants -> $OUT/h200_live_clusters_tests_<sha>.txt
-# 2. across processes at context 4096 (capacity 4144: 3 clusters in the grid, 2 live): base against auto
+# 2. across processes at context 4096 (capacity 4144: 3 clusters in the grid, all 3 live at 4097 keys): base against auto
 #    -> $OUT/h200_live_clusters_ctx4096_ab_<sha>.json
 # (3 is s29g.sh)
 set -o pipefail
