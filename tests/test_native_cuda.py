@@ -281,7 +281,7 @@ def ref_attention(qkv, nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, sca
 @pytest.mark.parametrize("kernel,threads,size", [("plain", 128, 16), ("plain", 256, 64), ("cl", 256, (8, 8, 0)),
                                                  ("cl", 128, (4, 8, 1)), ("cl", 256, (8, 4, 2)),
                                                  ("cl", 64, (1, 1, 0)), ("cl", 256, (4, 2, 3)),
-                                                 ("cl", 256, (4, 16, 1))])
+                                                 ("cl", 256, (4, 16, 1)), ("cl", 512, (1, 16, 1))])
 @pytest.mark.parametrize("D,nq,nkv", [(256, 4, 1), (16, 4, 2), (64, 8, 2), (128, 6, 2)])
 @pytest.mark.parametrize("t,window,softcap", [(0, None, None), (5, 16, None), (16, 16, 5.0), (17, 16, None),
                                               (200, None, None), (300, 7, None), (1071, 512, None),

@@ -102,7 +102,9 @@ def test_cluster_attention_geometry():
     assert K.Shapes.for_head_dim(512) == K.Shapes.for_head_dim(256)
     assert K.Shapes.for_head_dim(64) == K.Shapes.for_head_dim(16) == K.Shapes()
     assert K.attention_blocks(K.Shapes.for_head_dim(256), 1072, 512, 256) == 16
-    for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=512)):
+    assert K.cluster_splits(1072, 512, 256, 512, 1, 16) == 32  # 16 warps a block, one key a batch
+    for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=544),
+                dict(batch=2, cluster=8, threads=1024)):
         with pytest.raises(K.KernelShapeError):
             K.cluster_splits(1072, None, 256, bad.pop("threads", 256), bad["batch"], bad["cluster"])
 
@@ -144,7 +146,7 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
     inst += [f"template __global__ void gemv<{nv},{rpw},{epi},2>({GEMV_SIG});" for nv, rpw, epi in shapes[:4]]
     inst += [f"template __global__ void attention<{d}>({ATT_SIG});" for d in (16, 256)]
     cl = ((256, 4, 2, 8, 8), (256, 4, 8, 8, 8), (256, 4, 4, 1, 8), (16, 2, 2, 8, 2), (64, 4, 4, 2, 4),
-          (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4), (256, 4, 4, 16, 8))
+          (512, 2, 4, 4, 8), (128, 3, 4, 8, 4), (256, 4, 8, 16, 4), (256, 4, 4, 16, 8), (256, 4, 1, 16, 16))
     inst += [f"template __global__ void attention_cl<{d},{g},{kb},{c},{nw}>({ATT_SIG});" for d, g, kb, c, nw in cl]
     src = tmp_path / "native.cu"
     src.write_text(SOURCE + "\n".join(inst) + "\n")
@@ -152,7 +154,7 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     fns = re.findall(r"Function properties for (\S+)\n\s*(?:ptxas info\s*:\s*)?(.*)", r.stderr)
-    assert len(fns) == 27, r.stderr[-3000:]  # 15 gemv, 2 attention, 9 attention_cl, advance
+    assert len(fns) == 28, r.stderr[-3000:]  # 15 gemv, 2 attention, 10 attention_cl, advance
     for name, props in fns:
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
 

@@ -187,8 +187,8 @@ def cluster_splits(capacity: int, window: int | None, head_dim: int, threads: in
     if cluster not in (1, 2, 4, 8, 16) or batch not in (1, 2, 4, 8, 16):
         raise KernelShapeError(f"attention_cl: a cluster of 1, 2, 4, 8 or 16 blocks and a batch of 1-16 keys (a "
                                f"power of two), got {cluster} and {batch}")
-    if threads % 32 or not 32 <= threads <= 256:
-        raise KernelShapeError(f"attention_cl: 1 to 8 warps a block, got {threads} threads")
+    if threads % 32 or not 32 <= threads <= 512:  # 16 warps: <= 128 registers a thread (launch bounds)
+        raise KernelShapeError(f"attention_cl: 1 to 16 warps a block, got {threads} threads")
     if head_dim < 16:  # a lane's 8-dim slice would hold both rotary halves; the chunked kernel takes any head dim
         raise KernelShapeError(f"attention_cl takes head_dim >= 16, got {head_dim}; attn_batch=0 selects the chunked "
                                "attention kernel")
