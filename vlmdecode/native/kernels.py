@@ -81,8 +81,10 @@ class Shapes:
         """The decoder's defaults for a model of this head dim. At head_dim >= 256 a sub-group of attention_cl is a
         whole warp (`attention_layout`), so 4 warps a block hold only 4 key rows at once: 8 warps and batches of 4
         keys (128 sub-groups a cluster of 16, gemma3-1b's 512-key window once over) replay its step 2% faster than
-        the class defaults, measured side by side (h200_native_attn_shapes_d8128b3.json). Smaller head dims keep the
-        class defaults (tiny's step is 15% slower at 256 threads, h200_native_launch_d8128b3.json)."""
+        the class defaults, measured side by side (h200_native_attn_shapes_d8128b3.json); and live clusters sized by
+        the KV capacity on the layers with no window ("auto": 0.982x at context 4096, 0.999x at 1024 in the same
+        capacity, h200_live_clusters_ctx4096_ab_a0cb874.json). Smaller head dims keep the class defaults (tiny's
+        step is 15% slower at 256 threads, h200_native_launch_d8128b3.json; "auto" is not measured there)."""
         if attention_layout(head_dim)[1] == 32:
             return cls(attn_threads=256, attn_batch=4, attn_clusters_global="auto")
         return cls()
