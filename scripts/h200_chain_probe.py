@@ -293,7 +293,9 @@ def step_gemvs(cupy, K, w: Weights):
     """The same chain through the decode step's own GEMV launches (native.kernels, Shapes() defaults, PDL): qkv and
     gate|up fold their input as the step does (residual + RMSNorm, unit norm weights), down in its split-K slices.
     Returns the launches and the buffers they use (kept alive by the caller)."""
-    sh = K.Shapes()
+    from vlmdecode.native.shapes import Shapes
+
+    sh = Shapes()
     fns = K.compile_module(sh.gemv_instances({"qkv": H, "o": Q, "gate_up": H, "down": I // SLICES}), set())
     z = lambda n: cupy.zeros(n, cupy.float32)  # noqa: E731
     Ra, Rb, qkv, o, m, dpart, ones = z(H), z(H), z(QKV), z(H), z(I), z(SLICES * H), cupy.ones(H, cupy.float32)

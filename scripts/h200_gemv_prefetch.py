@@ -22,6 +22,7 @@ def main() -> None:
     import cupy
 
     from vlmdecode.native import kernels as K
+    from vlmdecode.native.shapes import Shapes
 
     f32 = lambda n: cupy.random.standard_normal(n, dtype=cupy.float32)  # noqa: E731
     resid, delta, w_a, w_b, vec = f32(H), f32((SPLITS, H)), f32(H), f32(H), f32(I)
@@ -29,7 +30,7 @@ def main() -> None:
     logits, pv, pi = cupy.zeros(V, cupy.float16), cupy.zeros(1024, cupy.float32), cupy.zeros(1024, cupy.int64)
     fold = lambda parts: dict(src=resid, delta=delta, delta_parts=parts, delta_w=w_a, norm_w=w_b,  # noqa: E731
                               resid_out=r_out)
-    sh = K.Shapes()
+    sh = Shapes()
     # name: rows, reduction, splits, epilogue, (warps, rows a warp), input
     cases = {"qkv": (NQ * D + 2 * D, H, 1, K.EPI_PLAIN, [sh.qkv[:2], (4, 1)], fold(SPLITS)),
              "o": (H, NQ * D, 1, K.EPI_PLAIN, [sh.o[:2]], dict(src=vec)),

@@ -143,6 +143,7 @@ class Bench:
 
         from vlmdecode.native import kernels as K
         from vlmdecode.native.cuda_src import common
+        from vlmdecode.native.shapes import Shapes
 
         self.cp, self.K = cupy, K
         dev = cupy.cuda.Device()
@@ -155,7 +156,7 @@ class Bench:
         self.sink = cupy.zeros(1, cupy.uint32)
         self.flush_buf = cupy.ones(FLUSH_BYTES // 4, cupy.uint32)
         self.other = cupy.ones((max(STREAM_MB) << 20) // 4, cupy.uint32)  # the "other weights" streamed
-        sh = K.Shapes()
+        sh = Shapes()
         gu, dn = 2 * I * H, H * I
         self.w = (cupy.random.standard_normal(gu + dn, dtype=cupy.float32) * 0.05).astype(cupy.float16)
         w_gu, w_dn = self.w[:gu].reshape(2 * I, H), self.w[gu:].reshape(H, I)

@@ -47,7 +47,7 @@ SETS = {"pdl": {"plain": {"pdl": False}, "pdl": {"pdl": True}},
 
 def compare(pipe, x, context, capacity, rounds=5, variants=SETS["pdl"]):
     from vlmdecode import bench
-    from vlmdecode.native.kernels import Shapes
+    from vlmdecode.native.shapes import Shapes
 
     dec = pipe.decoder
     base = dec.shapes

@@ -25,6 +25,7 @@ from vlmdecode.fixture import build_fixture, preset  # noqa: E402
 from vlmdecode.native import bounded_head as BH  # noqa: E402
 from vlmdecode.native import kernels as K  # noqa: E402
 from vlmdecode.native.plan import PlanError  # noqa: E402
+from vlmdecode.native.shapes import MAX_AUTO_CLUSTERS, Shapes  # noqa: E402
 from vlmdecode.processor import demo_image  # noqa: E402
 from vlmdecode.sampling import Sampler, SamplingParams  # noqa: E402
 
@@ -564,22 +565,18 @@ CHUNKED = dict(attn_batch=0, attn_threads=256)  # the chunked attention kernel a
 
 
 def test_default_attention_is_cluster(folders):
-    from vlmdecode.native import kernels as NK
-
-    assert all(getattr(NK.Shapes(), k) == v for k, v in CL.items())
+    assert all(getattr(Shapes(), k) == v for k, v in CL.items())
     r = vlmdecode.load(folders["fusedcuda16"], "cuda", "native", max_length=64)  # the decoder picks by head dim
-    assert r.decoder.shapes == NK.Shapes.for_head_dim(r.decoder.plan.head_dim)
+    assert r.decoder.shapes == Shapes.for_head_dim(r.decoder.plan.head_dim)
 
 
 @pytest.mark.parametrize("attention", ["chunked", "cl"])
 def test_native_pdl_equals_plain_launches(folders, image, attention):
     """Programmatic dependent launch changes when a kernel may start, never what it computes: the captured
     step with PDL gives the same tokens and bit-identical logits as plain launches, 40 steps."""
-    from vlmdecode.native import kernels as NK
-
     runs = {}
     for pdl in (True, False):
-        shapes = NK.Shapes(pdl=pdl, **(CL if attention == "cl" else CHUNKED))
+        shapes = Shapes(pdl=pdl, **(CL if attention == "cl" else CHUNKED))
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         assert pipe.decoder.counters()["pdl"] is (pdl and int(cupy.cuda.Device().compute_capability) >= 90)
         _, x = pipe.prepare(PROMPT, image)
@@ -597,10 +594,8 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
     (another summation order), 40 steps, PDL on; tokens equal up to the first step where the chunked kernel's
     top two are closer than that tolerance (a near tie; after it the runs see different tokens). keys: the
     attn_cluster_keys (0: every cluster of the grid works; 16: the live clusters grow over the generation)."""
-    from vlmdecode.native import kernels as NK
-
     runs = []
-    for shapes in (NK.Shapes(**CHUNKED), NK.Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters,
+    for shapes in (Shapes(**CHUNKED), Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters,
                                                     attn_clusters_global=glob, attn_cluster_keys=keys)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         if glob and shapes.attn_batch:  # the layers with no window get `glob` clusters, the windowed ones `clusters`
@@ -608,7 +603,7 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
             kinds = {f"L{i}": P.window is None for i, P in enumerate(pipe.decoder.plan.layers)}
             assert any(kinds.values()) and not all(kinds.values())
             want = shapes.clusters_for(None, pipe.decoder.max_length)
-            assert want == (glob if glob != "auto" else min(NK.MAX_AUTO_CLUSTERS, -(-pipe.decoder.max_length // keys)))
+            assert want == (glob if glob != "auto" else min(MAX_AUTO_CLUSTERS, -(-pipe.decoder.max_length // keys)))
             assert all(b == cluster * (want if kinds[n] else clusters) for n, b in blocks.items()), blocks
         _, x = pipe.prepare(PROMPT, image)
         runs.append(_native_run(pipe, x, 40))
@@ -632,8 +627,6 @@ def test_native_windowed_export_equals_eager():
     gives onnxruntime CUDA eager's tokens over the whole expected run (200 steps)."""
     from exported_util import cases, decode, folders
 
-    from vlmdecode.native import kernels as NK
-
     found = [f for f in folders(cuda=True) if f.name == "builder-text-fp16-cuda"]
     if not found:
         pytest.skip("tests/data/exported/builder-text-fp16-cuda is not in this checkout")
@@ -641,7 +634,7 @@ def test_native_windowed_export_equals_eager():
     assert len(case.ids) > 12 and len(case.tokens) >= 64
     eager = decode(vlmdecode.load(found[0], "cuda", "eager"), case)
     with pytest.raises(PlanError, match="only attention_cl reads rings"):
-        vlmdecode.load(found[0], "cuda", "native", shapes=NK.Shapes(**CHUNKED))  # reads rows by position
+        vlmdecode.load(found[0], "cuda", "native", shapes=Shapes(**CHUNKED))  # reads rows by position
     pipe = vlmdecode.load(found[0], "cuda", "native")  # attention_cl, the default
     assert pipe.decoder.ring_layers == [0, 1, 2, 3, 4]
     assert decode(pipe, case) == eager

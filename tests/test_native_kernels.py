@@ -13,6 +13,7 @@ import pytest
 
 from vlmdecode.native import kernels as K
 from vlmdecode.native.kernels_src import SOURCE
+from vlmdecode.native.shapes import MAX_AUTO_CLUSTERS, Shapes, attention_blocks
 
 
 def test_rows_layout_is_the_transpose_contiguous():
@@ -38,20 +39,20 @@ def test_split_k_and_loads_per_lane():
 
 
 def test_shapes_name_each_step_gemvs_block_shape_and_instance():
-    sh = K.Shapes()  # qkv (8, 1): PF 1 when the shape names none; gate_up (8, 2, 3); down (4, 1, 2)
+    sh = Shapes()  # qkv (8, 1): PF 1 when the shape names none; gate_up (8, 2, 3); down (4, 1, 2)
     assert sh.gemv("qkv") == dict(warps=8, rpw=1, prefetch_weights=1)
     assert sh.gemv("gate_up") == dict(warps=8, rpw=2, prefetch_weights=3)
-    assert K.Shapes.for_model(256, 1152).gate_up == (8, 2, 3) and K.Shapes.for_model(256, 2560).gate_up == (8, 2, 0)
+    assert Shapes.for_model(256, 1152).gate_up == (8, 2, 3) and Shapes.for_model(256, 2560).gate_up == (8, 2, 0)
     assert sh.gemv("down") == dict(warps=4, rpw=1, prefetch_weights=2)
     # gemma3-1b: hidden 1152 (5 loads a lane), q 1024 (4), down's slice 864 (4); qkv and head share nv 5
     got = sh.gemv_instances({"qkv": 1152, "o": 1024, "gate_up": 1152, "down": 864, "head": 1152})
     assert got == {(5, 1, K.EPI_PLAIN, 1), (4, 1, K.EPI_PLAIN, 1), (5, 2, K.EPI_GELU, 3), (4, 1, K.EPI_PLAIN, 2),
                    (5, 2, K.EPI_HEAD, 0)}
-    assert K.Shapes(o=(8, 2, 2)).gemv_instances({"o": 1024}) == {(4, 2, K.EPI_PLAIN, 2)}
+    assert Shapes(o=(8, 2, 2)).gemv_instances({"o": 1024}) == {(4, 2, K.EPI_PLAIN, 2)}
 
 
 def test_shapes_with_overrides_from_json():
-    base = K.Shapes.for_head_dim(256)
+    base = Shapes.for_head_dim(256)
     got = base.with_overrides(json.loads('{"qkv": [8, 2], "attn_threads": 128}'))
     assert got.qkv == (8, 2) and got.attn_threads == 128 and got.attn_batch == base.attn_batch == 4
     assert got.gemv("qkv") == dict(warps=8, rpw=2, prefetch_weights=1) and base.qkv == (8, 1)
@@ -76,32 +77,32 @@ def test_cluster_attention_geometry():
     assert K.cluster_splits(1072, None, 256, 256, 2, 8) == 72 and K.cluster_splits(1072, 512, 256, 256, 8, 8) == 8
     assert K.cluster_splits(1072, None, 256, 256, 8, 8, clusters=1) == 8
     assert K.cluster_name(256, 4, 2, 8, 8) == "attention_cl<256,4,2,8,8>"
-    sh = K.Shapes(attn_batch=4, attn_cluster=4, attn_clusters=0, attn_threads=256)
-    assert K.attention_blocks(sh, 1072, 512, 256) == 16
-    assert K.attention_blocks(K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=0, attn_threads=256), 1072, 512,
+    sh = Shapes(attn_batch=4, attn_cluster=4, attn_clusters=0, attn_threads=256)
+    assert attention_blocks(sh, 1072, 512, 256) == 16
+    assert attention_blocks(Shapes(attn_batch=8, attn_cluster=8, attn_clusters=0, attn_threads=256), 1072, 512,
                               256) == 8
-    assert K.attention_blocks(K.Shapes(attn_batch=0, attn_threads=256), 1072, 512, 256) == 32
-    assert K.attention_blocks(K.Shapes(), 1072, 512, 256) == 16  # the default: one cluster of 16 a KV head
+    assert attention_blocks(Shapes(attn_batch=0, attn_threads=256), 1072, 512, 256) == 32
+    assert attention_blocks(Shapes(), 1072, 512, 256) == 16  # the default: one cluster of 16 a KV head
     # more clusters on the layers with no window only (0: attn_clusters on every layer)
-    glob = K.Shapes(attn_batch=4, attn_threads=256, attn_clusters_global=4)
+    glob = Shapes(attn_batch=4, attn_threads=256, attn_clusters_global=4)
     assert glob.clusters_for(None, 1072) == 4 and glob.clusters_for(512, 1072) == 1
-    assert K.Shapes().clusters_for(None, 4144) == 1
-    assert K.attention_blocks(glob, 4144, None, 256) == 64 and K.attention_blocks(glob, 4144, 512, 256) == 16
+    assert Shapes().clusters_for(None, 4144) == 1
+    assert attention_blocks(glob, 4144, None, 256) == 64 and attention_blocks(glob, 4144, 512, 256) == 16
     # "auto": as many clusters as the capacity needs at attn_cluster_keys keys a cluster, at most MAX_AUTO_CLUSTERS
-    auto = K.Shapes(attn_batch=4, attn_threads=256, attn_clusters_global="auto")
-    assert [auto.clusters_for(None, c) for c in (1072, 2048, 2049, 4144, 1 << 20)] == [1, 1, 2, 3, K.MAX_AUTO_CLUSTERS]
-    assert auto.clusters_for(512, 4144) == 1 and K.attention_blocks(auto, 4144, None, 256) == 48
-    assert K.Shapes(attn_clusters_global="auto", attn_cluster_keys=1024).clusters_for(None, 4144) == 5
-    assert K.Shapes().with_overrides({"attn_clusters_global": "auto"}).attn_clusters_global == "auto"
+    auto = Shapes(attn_batch=4, attn_threads=256, attn_clusters_global="auto")
+    assert [auto.clusters_for(None, c) for c in (1072, 2048, 2049, 4144, 1 << 20)] == [1, 1, 2, 3, MAX_AUTO_CLUSTERS]
+    assert auto.clusters_for(512, 4144) == 1 and attention_blocks(auto, 4144, None, 256) == 48
+    assert Shapes(attn_clusters_global="auto", attn_cluster_keys=1024).clusters_for(None, 4144) == 5
+    assert Shapes().with_overrides({"attn_clusters_global": "auto"}).attn_clusters_global == "auto"
     for bad in (dict(attn_clusters_global="all"), dict(attn_clusters_global=-1), dict(attn_cluster_keys=-5),
                 dict(attn_clusters_global="auto", attn_cluster_keys=0)):
         with pytest.raises(K.KernelShapeError, match="attn_cluster"):
-            K.Shapes(**bad)
+            Shapes(**bad)
     # head_dim 256 (a sub-group = a warp): 8 warps, batches of 4; smaller head dims: the class defaults
-    assert K.Shapes.for_head_dim(256) == K.Shapes(attn_threads=256, attn_batch=4, attn_clusters_global="auto")
-    assert K.Shapes.for_head_dim(512) == K.Shapes.for_head_dim(256)
-    assert K.Shapes.for_head_dim(64) == K.Shapes.for_head_dim(16) == K.Shapes()
-    assert K.attention_blocks(K.Shapes.for_head_dim(256), 1072, 512, 256) == 16
+    assert Shapes.for_head_dim(256) == Shapes(attn_threads=256, attn_batch=4, attn_clusters_global="auto")
+    assert Shapes.for_head_dim(512) == Shapes.for_head_dim(256)
+    assert Shapes.for_head_dim(64) == Shapes.for_head_dim(16) == Shapes()
+    assert attention_blocks(Shapes.for_head_dim(256), 1072, 512, 256) == 16
     assert K.cluster_splits(1072, 512, 256, 512, 1, 16) == 32  # 16 warps a block, one key a batch
     for bad in (dict(batch=3, cluster=8), dict(batch=2, cluster=32), dict(batch=2, cluster=8, threads=544),
                 dict(batch=2, cluster=8, threads=1024)):

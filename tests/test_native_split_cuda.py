@@ -19,6 +19,7 @@ cupy, ort = require_cuda()
 import vlmdecode  # noqa: E402
 from vlmdecode.fixture import build_fixture, preset  # noqa: E402
 from vlmdecode.native import kernels as K  # noqa: E402
+from vlmdecode.native.shapes import Shapes  # noqa: E402
 from vlmdecode.processor import demo_image  # noqa: E402
 from vlmdecode.sampling import Sampler, SamplingParams  # noqa: E402
 
@@ -84,7 +85,7 @@ def _run(pipe, steps):
 
 
 def test_native_step_with_split_gate_up_follows_default(folder):
-    base = K.Shapes.for_head_dim(preset("tiny").head_dim)
+    base = Shapes.for_head_dim(preset("tiny").head_dim)
     runs = {pf: _run(vlmdecode.load(folder, "cuda", "native", shapes=replace(base, gate_up=(8, 2, pf))), 40)
             for pf in (0, 3)}
     assert runs[3][0] == runs[0][0]

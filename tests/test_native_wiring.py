@@ -23,6 +23,7 @@ from vlmdecode.native import kernels as K
 from vlmdecode.native import prefill as NP
 from vlmdecode.native.numpy_exec import NumpyDecoder
 from vlmdecode.native.plan import PlanError
+from vlmdecode.native.shapes import Shapes
 from vlmdecode.profiling import prompt_ids
 from vlmdecode.sampling import Sampler, SamplingParams
 from vlmdecode.transfers import Transfers
@@ -108,7 +109,7 @@ def _decoder(folder, shapes=None, sync_every=3, prefill="onnxruntime", **options
 def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
     if variant != "default":  # attention_cl, finer split-K, another head shape
-        shapes = K.Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_clusters_global=2, attn_threads=128,
+        shapes = Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_clusters_global=2, attn_threads=128,
                           slice_target=640, head=(4, 2), gate_up=(8, 4))
     # each token read before the next step is queued (lookahead off): dec.logits are that token's row
     dec = _decoder(folders[config, layout], shapes, sync_every=1, lookahead=False)
@@ -172,7 +173,7 @@ def test_host_fed_step_and_rebuild(fake, folders):
     ref = dec.ort.ref.forward(np.asarray(dec.table)[tok][None].astype(np.float64), dec.ort.cache)[-1]
     assert logits.dtype == np.float32 and np.abs(logits - ref).max() < 2e-2 * np.abs(ref).max()
     assert dec.position == 13 and dec.transfers.steps[-1].h2d == dec.plan.hidden * 2 + 8
-    dec.rebuild(K.Shapes(qkv=(8, 4), down=(8, 1), slice_target=1280, attn_chunk=8))
+    dec.rebuild(Shapes(qkv=(8, 4), down=(8, 1), slice_target=1280, attn_chunk=8))
     assert dec.ksd == 2 and dec.captured == 1 and not dec._graphs  # the new shapes capture afresh
     # the default loop's greedy step: the layers, head_bound + head_pick + advance (the bounded head)
     assert dec.counters()["head"] == "bounded" and dec.counters()["kernels_per_step"] == 5 * dec.plan.num_layers + 3
@@ -188,7 +189,7 @@ def test_windowed_ring_follows_numpy_exec(fake, folders, prompt):
     plan = ND.folder_plan(ModelFolder.load(folder))
     FakeOrt.capacities = [L.window or ModelFolder.load(folder).max_length for L in plan.layers]
     try:
-        dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2, attn_threads=128), sync_every=1,
+        dec = _decoder(folder, Shapes(attn_batch=2, attn_cluster=2, attn_threads=128), sync_every=1,
                        lookahead=False)  # dec.logits read per token
     finally:
         FakeOrt.capacities = None
@@ -218,7 +219,7 @@ def test_refusals(fake, folders, tmp_path):
             _decoder(folders["tiny", "unfused"])
         FakeOrt.capacities = [16, 16, 256]  # exactly the window: a ring, which only attention_cl reads
         with pytest.raises(PlanError, match=r"layers \[0, 1\] keep a windowed KV buffer"):
-            _decoder(folders["tiny", "unfused"], K.Shapes(attn_batch=0))  # the chunked kernel reads no rings
+            _decoder(folders["tiny", "unfused"], Shapes(attn_batch=0))  # the chunked kernel reads no rings
     finally:
         FakeOrt.capacities = None
     plan = ND.folder_plan(ModelFolder.load(folders["tiny", "unfused"]))
@@ -315,9 +316,9 @@ def test_native_prefill_windowed_rows(fake, folders, serving):
     try:
         if serving:
             ort = FakeOrt(mf, FakeDevice(), "eager")
-            dec = ND.NativeDecoder(mf, FakeDevice(), ort=ort, shapes=K.Shapes(attn_batch=2, attn_cluster=2))
+            dec = ND.NativeDecoder(mf, FakeDevice(), ort=ort, shapes=Shapes(attn_batch=2, attn_cluster=2))
         else:
-            dec = _decoder(folder, K.Shapes(attn_batch=2, attn_cluster=2), prefill="native")
+            dec = _decoder(folder, Shapes(attn_batch=2, attn_cluster=2), prefill="native")
     finally:
         FakeOrt.capacities = None
     assert dec.ring_layers and dec._native_prefill.windowed == (2 if serving else 1)

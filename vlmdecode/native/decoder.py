@@ -50,6 +50,7 @@ from . import kernels as K
 from .loop import NativeLoop
 from .pdl import supported as pdl_supported
 from .plan import DecoderPlan, PlanError
+from .shapes import Shapes, attention_blocks
 from .timing import StepTiming
 
 KERNELS_PER_LAYER = 5
@@ -94,7 +95,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
     mode = "native"
 
     def __init__(self, folder: ModelFolder, device, *, max_length: int | None = None, sync_every: int = 1,
-                 plan: DecoderPlan | None = None, shapes: K.Shapes | None = None, lookahead: bool = True,
+                 plan: DecoderPlan | None = None, shapes: Shapes | None = None, lookahead: bool = True,
                  prefill: str = "native", ort: CudaDecoder | None = None, head: str = "auto", head_bits: int = 8):
         import cupy
 
@@ -148,13 +149,13 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         with self.stream:
             self._upload(plan)
         self._native_prefill = None  # made after the first rebuild: it reads the step's buffers
-        self.rebuild(shapes or K.Shapes.for_model(plan.head_dim, plan.hidden))
+        self.rebuild(shapes or Shapes.for_model(plan.head_dim, plan.hidden))
         if prefill == "native":
             from .prefill import NativePrefill
 
             self._native_prefill = NativePrefill(self, windowed="onnxruntime" if self.serving else "ring")
 
-    def rebuild(self, shapes: K.Shapes) -> None:
+    def rebuild(self, shapes: Shapes) -> None:
         """(Re)make the step's buffers and launches with these block shapes; the weights stay. Drops the
         captured graphs (the next step captures again). Between generations only."""
         if self.ring_layers and not shapes.attn_batch:
@@ -210,7 +211,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         cp, H, D = self.cp, plan.hidden, plan.head_dim
         nq, nkv = plan.num_heads, plan.num_kv_heads
         self.ksd = K.split_k(plan.intermediate, self.shapes.slice_target)
-        splits = max(K.attention_blocks(self.shapes, self.max_length, L.window, D) for L in plan.layers)
+        splits = max(attention_blocks(self.shapes, self.max_length, L.window, D) for L in plan.layers)
         z = lambda n, dt=cp.float32: cp.zeros(n, dt)  # noqa: E731
         self.x_in = z(H, cp.float16)  # the step's input: the token's embedding row
         self.resid = z((2, H))  # ping-pong residual stream
