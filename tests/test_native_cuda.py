@@ -596,7 +596,7 @@ def test_native_cluster_attention_follows_chunked(folders, image, batch, cluster
     attn_cluster_keys (0: every cluster of the grid works; 16: the live clusters grow over the generation)."""
     runs = []
     for shapes in (Shapes(**CHUNKED), Shapes(attn_batch=batch, attn_cluster=cluster, attn_clusters=clusters,
-                                                    attn_clusters_global=glob, attn_cluster_keys=keys)):
+                                             attn_clusters_global=glob, attn_cluster_keys=keys)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=shapes)
         if glob and shapes.attn_batch:  # the layers with no window get `glob` clusters, the windowed ones `clusters`
             blocks = {L.name.split(".")[0]: L.grid[0] for L in pipe.decoder.body if L.name.endswith(".attn")}

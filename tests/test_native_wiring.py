@@ -110,7 +110,7 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
     if variant != "default":  # attention_cl, finer split-K, another head shape
         shapes = Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_clusters_global=2, attn_threads=128,
-                          slice_target=640, head=(4, 2), gate_up=(8, 4))
+                        slice_target=640, head=(4, 2), gate_up=(8, 4))
     # each token read before the next step is queued (lookahead off): dec.logits are that token's row
     dec = _decoder(folders[config, layout], shapes, sync_every=1, lookahead=False)
     plan, steps = dec.plan, 12

@@ -53,7 +53,8 @@ class Shapes:
     # many as the KV capacity needs at attn_cluster_keys keys a cluster, <= MAX_AUTO_CLUSTERS). The grid, fixed at
     # capture, holds them all; at each position only those its visible keys need work (`attn_cluster_keys`)
     attn_cluster_keys: int = 2048  # keys a cluster takes before the next cluster of its KV head joins (0: every
-    # cluster of the grid works at every position); more clusters pay off past ~2048 keys (docs/native_decoder.md)
+    # cluster of the grid works at every position), on every layer: attn_clusters and attn_clusters_global are the
+    # grid's most; more clusters pay off past ~2048 keys (docs/native_decoder.md)
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     def __post_init__(self):
