@@ -80,7 +80,7 @@ def test_cluster_attention_geometry():
     sh = Shapes(attn_batch=4, attn_cluster=4, attn_clusters=0, attn_threads=256)
     assert attention_blocks(sh, 1072, 512, 256) == 16
     assert attention_blocks(Shapes(attn_batch=8, attn_cluster=8, attn_clusters=0, attn_threads=256), 1072, 512,
-                              256) == 8
+                            256) == 8
     assert attention_blocks(Shapes(attn_batch=0, attn_threads=256), 1072, 512, 256) == 32
     assert attention_blocks(Shapes(), 1072, 512, 256) == 16  # the default: one cluster of 16 a KV head
     # more clusters on the layers with no window only (0: attn_clusters on every layer)
