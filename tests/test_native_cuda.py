@@ -367,8 +367,9 @@ def test_attention_cl_ring_buffer(D, nq, nkv, cap, cl, t_over):
 @pytest.mark.parametrize("window", [None, 150])
 def test_attention_cl_live_clusters_follow_the_visible_keys(D, nq, nkv, threads, batch, window):
     """A grid of 4 clusters a KV head with cluster_keys 100: at position t only min(4, (visible - 1) // 100 + 1)
-    clusters work, the rest exit at once. One launch over positions whose live count rises and falls (1, 2, 4, 3,
-    1, ...; a window caps it at 2): every output near float64, the row appended, the combine counter back to 0."""
+    clusters work, the rest exit at once. One launch over positions whose live count rises and falls (a window caps
+    it at 2): every output near float64, the row appended, the combine counter back to 0, and the cross-cluster
+    partials written by the live clusters only (none when one is live)."""
     rng = np.random.default_rng(D + (window or 0))
     cap, eps, scale, ckeys = 1072, 1e-6, D**-0.5, 100
     qkv = cupy.asarray(rng.standard_normal((nq + 2 * nkv) * D).astype(np.float32))
@@ -380,16 +381,25 @@ def test_attention_cl_live_clusters_follow_the_visible_keys(D, nq, nkv, threads,
     fns = K.compile_module(set(), {D}, {(D, nq // nkv, batch, 4, threads // 32)})
     splits = K.cluster_splits(cap, window, D, threads, batch, 4, 4)
     dK, dV, pos, out = cupy.asarray(Kc[None]), cupy.asarray(Vc[None]), cupy.zeros(1, cupy.int64), poisoned(nq * D)
-    counter = cupy.zeros(nkv, cupy.int32)
+    counter, part = cupy.zeros(nkv, cupy.int32), poisoned(nq * 4 * (D + 2))
     launch = K.attention(fns, "attn", qkv, nq, nkv, D, q_norm=cupy.asarray(qn), k_norm=cupy.asarray(kn), eps=eps,
                          rope_cos=cupy.asarray(cos), rope_sin=cupy.asarray(sin), pos=pos, K=dK, V=dV, window=window,
-                         scale=scale, softcap=None, part=poisoned(nq * splits * (D + 2)), counter=counter, out=out,
-                         threads=threads, batch=batch, cluster=4, clusters=4, cluster_keys=ckeys)
-    assert launch.grid[0] == 16
-    for t in (0, 99, 100, 250, 399, 400, 1000, 320, 5, 1071):
+                         scale=scale, softcap=None, part=part, counter=counter, out=out, threads=threads, batch=batch,
+                         cluster=4, clusters=4, cluster_keys=ckeys)
+    assert launch.grid[0] == 16 and splits == 16
+    for t in (0, 99, 100, 250, 399, 400, 1000, 220, 5, 1071):  # live 1, 1, 2, 3, 4, 4, 4, 3, 1, 4 (window: <= 2)
         pos.fill(t)
         out.fill(np.nan)
+        part.fill(np.nan)
         launch()
+        # the clusters' partials [nq][4][HD], then (max, sum) [nq][4][2]: written by the live clusters only, and by
+        # none when one cluster is live (it writes the output itself)
+        live = min(4, (t - (0 if window is None else max(0, t - window + 1))) // ckeys + 1)
+        p = part.get()
+        o, ml = p[: nq * 4 * D].reshape(nq, 4, D), p[nq * 4 * D:].reshape(nq, 4, 2)
+        wrote = [bool(np.isfinite(o[:, c]).all() and np.isfinite(ml[:, c]).all()) for c in range(4)]
+        assert wrote == [live > 1 and c < live for c in range(4)], f"position {t}: live {live}, wrote {wrote}"
+        assert np.isnan(o[:, live:]).all() and np.isnan(ml[:, live:]).all(), f"position {t}"
         ref, rK, rV = ref_attention(qkv.get(), nq, nkv, D, qn, kn, eps, cos, sin, t, Kc, Vc, window, scale, None)
         assert rel(out.get(), ref) < 2e-3, f"position {t}"
         assert (counter.get() == 0).all(), f"position {t}"
