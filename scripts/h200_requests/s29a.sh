@@ -1,4 +1,5 @@
 #!/bin/bash
+# Not run: the twenty-ninth session measured these with s29b.sh and then made the clusters live (s29f.sh, s29g.sh).
 # issue 16, prepared in the twenty-eighth session for the next (main at .gitsha; after the 9 staging calls,
 # < 5 min; then s29b.sh).
 # With one q/k row load a lane (the shuffle, main since 7a3f7ea) the q/k phase that more clusters lengthened (2.03 ->

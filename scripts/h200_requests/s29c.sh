@@ -2,7 +2,7 @@
 # issue 16, twenty-ninth session (main at .gitsha; after the 9 staging calls, < 9 min): attention_cl's batches staged
 # through shared memory by cp.async (Shapes.attn_stages / attn_stages_global). At context 4096 a full-attention
 # layer's keys phase is bound by the bytes a sub-group holds in flight (one register batch ahead); stages hold up to
-# ST batches in flight with no registers (167 against 228, ptxas here).
+# ST batches in flight with no registers (167 against 228: attention_cl_stages_ptxas_1a1856e.txt).
 # 1. their CUDA tests (bit-equal to the register batches, the SASS and nvcc checks) -> $OUT/h200_attn_stages_tests_<sha>.txt
 # 2. the step's timeline at context 4096, base and 4 stages on the full layers -> $OUT/h200_native_timeline_{base,stg4}_ctx4096_<sha>.json
 # Ran at 1a1856e; the code is kept as docs/branches/attn-stages.patch (a diff against 6c66838), not on main.
