@@ -284,6 +284,21 @@ def test_step_timeline_reads_launches_and_classes(tmp_path):
     assert list(ph.columns) == ["local", "global"] and ph.loc["keys", "global"] == 2.4
 
 
+def test_step_time_splits_the_step_into_gaps_and_bodies_by_class(tmp_path):
+    _timeline(tmp_path / R.TIMELINE_FILE)  # 4 layers; each launch's wait release comes `wait` after the last end
+    t = R.step_time(tmp_path).set_index("class")
+    assert list(t.index) == ["qkv", "attn", "o", "gate_up", "down", "head"] and list(t["launches"]) == [4] * 5 + [1]
+    assert t.loc["qkv", "gap_us"] == pytest.approx(3 * 0.4, abs=1e-3)  # the first launch has no predecessor
+    assert t.loc["attn", "gap_us"] == pytest.approx(4 * 0.2, abs=1e-3) and t.loc["attn", "body_us"] == pytest.approx(24)
+    assert t.loc["head", "gap_us"] == pytest.approx(0.4) and t.loc["head", "body_us"] == pytest.approx(139.6)
+    # the gaps and bodies tile the step from the first release to the last end
+    data = json.loads((tmp_path / R.TIMELINE_FILE).read_text())
+    span = (data["launches"][-1]["end_last"] - data["launches"][0]["wait_first"]) / 1e3
+    assert t["total_us"].sum() == pytest.approx(span, abs=1e-3) and t["share"].sum() == pytest.approx(1.0)
+    (tmp_path / "none").mkdir()
+    assert R.step_time(tmp_path / "none").empty and R.step_time(tmp_path / "none").attrs["source"] == ""
+
+
 def test_layer_budget_sums_plain_reads_and_attention_over_the_layers(tmp_path):
     _timeline(tmp_path / R.TIMELINE_FILE)  # 4 layers; classes: qkv span 3.4, head 140.4 (attn: none recorded)
     data = json.loads((tmp_path / R.TIMELINE_FILE).read_text())
@@ -301,6 +316,11 @@ def test_layer_budget_sums_plain_reads_and_attention_over_the_layers(tmp_path):
     # 4 x (1.7 + 1.6 + 8.5 + 5.0 + attention's 6.0) + the head's 140.4 us
     assert b.attrs["at_plain_read_ms"] == pytest.approx((4 * 22.8 + 140.4) / 1e3)
     assert b.attrs["head_us"] == 140.4 and R.PROBE_FILE in b.attrs["source"]
+    assert np.isnan(b.attrs["bounded_saving_ms"]) and np.isnan(b.attrs["at_plain_read_bounded_ms"])  # no head file
+    _bounded(tmp_path / R.BOUNDED_FILE)  # its replayed greedy steps at 1024: full 0.88, bounded 0.83 ms
+    b = R.layer_budget(tmp_path)
+    assert b.attrs["bounded_saving_ms"] == pytest.approx(0.05) and R.BOUNDED_FILE in b.attrs["source"]
+    assert b.attrs["at_plain_read_bounded_ms"] == pytest.approx((4 * 22.8 + 140.4) / 1e3 - 0.05)
     (tmp_path / "none").mkdir()
     assert R.layer_budget(tmp_path / "none").empty  # neither file: nothing stands in
 
@@ -311,14 +331,18 @@ def test_step_timeline_without_the_file_is_empty(tmp_path):
     assert "no data" in P.plot_step_timeline(t).axes[0].texts[0].get_text()
 
 
-def test_bounded_head_rows_per_context(tmp_path):
+def _bounded(path):
     ctx = {"context": 1024, "floor_ms": 0.49, "pipeline_ms_per_token": {"native bounded": 0.82, "native full": 0.87,
                                                                           "device": 2.0},
            "greedy_replay_ms": {"bounded": 0.83, "full": 0.88},
            "head_kernels": [{"kernel": "head", "ms": 0.146}, {"kernel": "head_bound", "ms": 0.085},
                             {"kernel": "head_pick", "ms": 0.009}],
            "tokens": {"equal": True, "candidates_last_step": 1}}
-    (tmp_path / R.BOUNDED_FILE).write_text(json.dumps({"provenance": {}, "ctx1024": ctx, "ctx4096_error": "x"}))
+    path.write_text(json.dumps({"provenance": {}, "ctx1024": ctx, "ctx4096_error": "x"}))
+
+
+def test_bounded_head_rows_per_context(tmp_path):
+    _bounded(tmp_path / R.BOUNDED_FILE)
     t = R.bounded_head(tmp_path)
     assert list(t["context"]) == [1024] and t.attrs["floor_ms"] == {1024: 0.49}
     row = t.iloc[0]

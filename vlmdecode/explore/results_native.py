@@ -13,6 +13,8 @@
                                per launch its first block's start, first wait release and last end (µs); per kernel
                                class its lead, release, body and span in attrs["classes"]; attention's phases by
                                layer kind in attrs["attention_phases"] where the run stamped them
+    step_time(root=None)       the same step's time by kernel class, summed over its launches: the gaps before
+                               each launch's wait release and its bodies, which add up to the step
     layer_budget(root=None)    a layer's span per kernel class (step_timeline) beside one kernel's plain read of
                                that class's weights (read_rates), and what a step would take if every GEMV ran at
                                that read rate with attention and the LM head as measured
@@ -209,7 +211,7 @@ def read_rates(root=None) -> pd.DataFrame:
     return t
 
 
-TIMELINE_FILE = "h200_native_timeline_b29d6b2.json"  # main at b29d6b2 (code of 8f7bae3): the decoder's default shapes
+TIMELINE_FILE = "h200_native_timeline_base_c32b5fe.json"  # main at c32b5fe: the default shapes, capacity 1072
 TIMELINE_COLUMNS = ["launch", "layer", "class", "blocks", "start_us", "wait_us", "end_us"]
 
 
@@ -243,6 +245,31 @@ def step_timeline(root=None, name: str = TIMELINE_FILE) -> pd.DataFrame:
 
 
 BUDGET_CLASSES = ("qkv", "attn", "o", "gate_up", "down")  # a layer's launches, in order
+STEP_TIME_COLUMNS = ["class", "launches", "gap_us", "body_us", "total_us", "share"]
+
+
+def step_time(root=None) -> pd.DataFrame:
+    """The stamped step's time split by kernel class, summed over its launches (step_timeline): gap_us, from the
+    predecessor's last block's end to the launch's first wait release (launch, residency and dependency latency),
+    and body_us, from that release to its last block's end; total_us and share of their sum, which spans the step
+    from the first launch's release to the head's end, since each launch's gap starts where the previous one ends.
+    The timeline's step runs the full LM head, not the bounded one. attrs: source, step_us. Empty without the
+    file."""
+    t = step_timeline(root)
+    if t.empty:
+        out = pd.DataFrame(columns=STEP_TIME_COLUMNS)
+        out.attrs.update(source="", step_us=float("nan"))
+        return out
+    gap = t["wait_us"] - t["end_us"].shift(1)
+    part = pd.DataFrame({"class": t["class"], "gap_us": gap.fillna(0.0), "body_us": t["end_us"] - t["wait_us"]})
+    order = list(dict.fromkeys(t["class"]))
+    out = part.groupby("class", sort=False).agg(launches=("gap_us", "size"), gap_us=("gap_us", "sum"),
+                                                body_us=("body_us", "sum")).loc[order].reset_index()
+    out["total_us"] = out["gap_us"] + out["body_us"]
+    out["share"] = out["total_us"] / out["total_us"].sum()
+    out = out[STEP_TIME_COLUMNS]
+    out.attrs.update(source=t.attrs["source"], step_us=t.attrs["step_us"])
+    return out
 
 
 def layer_budget(root=None) -> pd.DataFrame:
@@ -251,13 +278,17 @@ def layer_budget(root=None) -> pd.DataFrame:
     it streams no weights). attrs: source, layers (the timeline's), head_us (the LM head's span), step_ms (the
     stamped step), and at_plain_read_ms = layers x (sum of the GEMVs' plain reads + attention's span) + head_us:
     the step if every layer GEMV streamed at one kernel's plain-read rate and attention and the head took what
-    they take now. Empty without both files."""
+    they take now. The timeline's step runs the full LM head; bounded_saving_ms is what the bounded head saves in
+    the replayed step at context 1024 (bounded_head: replay full minus replay bounded, NaN without its file) and
+    at_plain_read_bounded_ms the same budget with it, the greedy step the 0.70 ms target is about. Empty without
+    the timeline and the read rates."""
     t, r = step_timeline(root), read_rates(root)
     cols = ["class", "span_us", "MB", "plain_read_us"]
     if t.empty or r.empty:
         out = pd.DataFrame(columns=cols)
         out.attrs.update(source="", layers=0, head_us=float("nan"), step_ms=float("nan"),
-                         at_plain_read_ms=float("nan"))
+                         at_plain_read_ms=float("nan"), bounded_saving_ms=float("nan"),
+                         at_plain_read_bounded_ms=float("nan"))
         return out
     plain = r[r["reader"] == "plain read"].set_index("projection")
     classes = t.attrs["classes"]
@@ -269,8 +300,13 @@ def layer_budget(root=None) -> pd.DataFrame:
     layers = int(t["layer"].max()) + 1
     head_us = float(classes["head"]["span"])
     per_layer = out["plain_read_us"].sum() + float(classes["attn"]["span"])  # NaN-skipping sum: the GEMVs
-    out.attrs.update(source=f"{t.attrs['source']} + {r.attrs['source']}", layers=layers, head_us=head_us,
-                     step_ms=t.attrs["step_us"] / 1e3, at_plain_read_ms=float(layers * per_layer + head_us) / 1e3)
+    at_plain = float(layers * per_layer + head_us) / 1e3
+    bh = bounded_head(root)
+    at1024 = bh[bh["context"] == 1024] if not bh.empty else bh
+    saving = float(at1024["replay full"].iloc[0] - at1024["replay bounded"].iloc[0]) if len(at1024) else float("nan")
+    sources = [t.attrs["source"], r.attrs["source"]] + ([bh.attrs["source"]] if len(at1024) else [])
+    out.attrs.update(source=" + ".join(sources), layers=layers, head_us=head_us, step_ms=t.attrs["step_us"] / 1e3,
+                     at_plain_read_ms=at_plain, bounded_saving_ms=saving, at_plain_read_bounded_ms=at_plain - saving)
     return out
 
 
