@@ -114,6 +114,35 @@ def test_gemv_gate_up_gelu(warps, rpw, pf):
     assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
 
 
+@pytest.mark.parametrize("blocks", [288, 216, 5])
+def test_gemv_capped_grids_stride_over_every_row_group(blocks):
+    """A step GEMV's grid capped by its shape's fourth element (max_blocks): gemma3-1b's gate|up as the step runs it
+    (gemv_split, PF 3, 864 row groups: 288 blocks take 3 each) and down's split-K slices (PF 2), against numpy."""
+    rng = np.random.default_rng(blocks)
+    H, I, eps, splits = 1152, 6912, 1e-6, 8
+    W = (rng.standard_normal((2 * I, H)) * 0.05).astype(np.float16)
+    resid, o = rng.standard_normal(H).astype(np.float32), rng.standard_normal(H).astype(np.float32)
+    w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
+    Wd = (rng.standard_normal((H, I)) * 0.05).astype(np.float16)
+    fns = _fns({(K.loads_per_lane(H), 2, K.EPI_GELU, 3), (K.loads_per_lane(I // splits), 1, K.EPI_PLAIN, 2)})
+    m, out, y = poisoned(I), poisoned(H), poisoned((splits, H))
+    gu = K.gemv(fns, "gu", cupy.asarray(W), I, H, epi=K.EPI_GELU, y=m, src=cupy.asarray(resid),
+                delta=cupy.asarray(o), delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps,
+                warps=8, rpw=2, prefetch_weights=3, max_blocks=blocks)
+    dn = K.gemv(fns, "down", cupy.asarray(Wd), H, I // splits, splits=splits, y=y, src=m, warps=4, rpw=1,
+                prefetch_weights=2, max_blocks=blocks)
+    free = K.gemv(fns, "down", cupy.asarray(Wd), H, I // splits, splits=splits, y=y, src=m, warps=4, rpw=1,
+                  prefetch_weights=2)  # the resident grid, shared by the slices
+    assert gu.grid[0] == blocks and dn.grid[:2] == (min(blocks, free.grid[0]), splits)
+    gu()
+    dn()
+    r = resid + rms(o, w_post, eps)
+    g = W.astype(np.float64) @ rms(r, w_in, eps)
+    ref = gelu_tanh(g[:I]) * g[I:]
+    assert rel(out.get(), r) < 1e-6 and rel(m.get(), ref) < 1e-5
+    assert rel(y.get().sum(0), Wd.astype(np.float64) @ m.get().astype(np.float64)) < 1e-5
+
+
 @pytest.mark.parametrize("epi,rows", [(K.EPI_PLAIN, 50001), (K.EPI_GELU, 24000)])
 def test_gemv_double_buffered_over_many_groups(epi, rows):
     """PF 2 (the next row group in flight while this one is reduced) where every block strides over many groups."""

@@ -49,6 +49,17 @@ def test_shapes_name_each_step_gemvs_block_shape_and_instance():
     assert got == {(5, 1, K.EPI_PLAIN, 1), (4, 1, K.EPI_PLAIN, 1), (5, 2, K.EPI_GELU, 3), (4, 1, K.EPI_PLAIN, 2),
                    (5, 2, K.EPI_HEAD, 0)}
     assert Shapes(o=(8, 2, 2)).gemv_instances({"o": 1024}) == {(4, 2, K.EPI_PLAIN, 2)}
+    capped = Shapes(gate_up=(8, 2, 3, 288))  # a fourth element caps the grid; the instance is the same
+    assert capped.gemv("gate_up") == dict(warps=8, rpw=2, prefetch_weights=3, max_blocks=288)
+    assert capped.gemv_instances({"gate_up": 1152}) == {(5, 2, K.EPI_GELU, 3)}
+
+
+def test_gemv_grid_cap_refused_for_the_head_and_below_zero():
+    W = np.zeros((64, 128), np.float16)  # refused before any kernel is looked up: no module needed
+    with pytest.raises(K.KernelShapeError, match="max_blocks caps a step GEMV's grid.*not the LM head's, got 4"):
+        K.gemv({}, "head", W, 64, 128, epi=K.EPI_HEAD, max_blocks=4)
+    with pytest.raises(K.KernelShapeError, match="got -1"):
+        K.gemv({}, "o", W, 64, 128, max_blocks=-1)
 
 
 def test_shapes_with_overrides_from_json():

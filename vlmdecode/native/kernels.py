@@ -227,14 +227,16 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
          src=None, x_in=None, x_scale: float = 1.0, delta=None, delta_parts: int = 1, delta_w=None,
          resid_out=None, norm_w=None, eps: float = 1e-6, logits=None, softcap: float | None = None,
          part_v=None, part_i=None, suppress=None, n_suppress=None, warps: int = 4, rpw: int = 2,
-         resident_grid: bool = True, prefetch_weights: int = 1) -> Launch:
+         resident_grid: bool = True, prefetch_weights: int = 1, max_blocks: int = 0) -> Launch:
     """A GEMV launch over W [rows, ld] fp16 (`rows_layout`). n_rows: output rows (GELU: gate rows, W holds
     gate then up); k_len: reduction slice (= ld / splits). Vector: fold (norm_w given) or plain (src).
     LM head: suppress [n] int64 ids the argmax skips, n_suppress [1] int32 how many (both device arrays, read
     at run time, so a captured graph follows new ids), or None.
     warps/rpw: block shape (`Shapes`); the module must hold gemv<NV, rpw, epi>. resident_grid: at most the
     blocks the GPU holds at once (each forms its vector once and strides over row groups), else one a group.
-    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2."""
+    prefetch_weights: the PF of gemv<..., PF> (`gemv_name`): 0, 1 (True) or 2. max_blocks > 0: at most that many
+    blocks a split-K slice (the row groups stride over them), e.g. a grid whose blocks take the same number of groups;
+    not for the LM head, whose grid is its argmax partials'."""
     ld = int(W.shape[1])
     if k_len * splits != ld:
         raise KernelShapeError(f"{name}: {splits} slices of {k_len} do not cover rows of {ld}")
@@ -250,12 +252,15 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
                                        or k_len > split_fold_max(warps)):
         raise KernelShapeError(f"{name}: PF 3 folds over half the warps: an even warp count, a residual and a norm, "
                                f"and a row of at most {split_fold_max(warps)} elements (got {warps}, {k_len})")
+    if max_blocks < 0 or (max_blocks and head):
+        raise KernelShapeError(f"{name}: max_blocks caps a step GEMV's grid (> 0; 0: the resident grid), not the LM "
+                               f"head's, got {max_blocks}")
     fn = fns[gemv_name(nv, rpw, epi, int(prefetch_weights))]
     per_group = warps * (rpw // 2 if epi == EPI_GELU else rpw)
     n_groups = -(-n_rows // per_group)
     shared = _need_shared(fn, 4 * k_len)
     resident = -(-resident_blocks(fn, warps * 32, shared) // splits) if resident_grid else n_groups
-    grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident)
+    grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident, max_blocks or n_groups)
     args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
             ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
             ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))

@@ -27,9 +27,9 @@ MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters
 
 @dataclass(frozen=True)
 class Shapes:
-    """Block shapes of a decode step's kernels: (warps per block, rows per warp[, PF]) of each GEMV (GELU: rows
-    come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers; 2: double
-    buffered, `gemv_name`), the
+    """Block shapes of a decode step's kernels: (warps per block, rows per warp[, PF[, blocks]]) of each GEMV (GELU:
+    rows come in (gate, up) pairs, so an even count; PF 0: weights loaded after the prologue, fewer registers; 2:
+    double buffered, `gemv_name`; blocks: a cap on the grid, 0 or absent: every block the GPU holds at once), the
     split-K slice target of the down projection, and the attention's keys per block and threads. Class defaults:
     the fastest measured at gemma3-1b's shapes on the H200 (data/results/h200_native_kernels.json, from
     scripts/native_kernel_bench.py); the decoder starts from `for_head_dim` (attention's shape by head dim)."""
@@ -109,9 +109,10 @@ class Shapes:
 
     def gemv(self, cls: str) -> dict:
         """gemv()'s block-shape keywords for one step GEMV class (STEP_GEMVS): warps, rpw, prefetch_weights
-        (PF 1 when the shape names none)."""
+        (PF 1 when the shape names none) and, where the shape names a fourth element, max_blocks."""
         wr = getattr(self, cls)
-        return dict(warps=wr[0], rpw=wr[1], prefetch_weights=int(wr[2]) if len(wr) > 2 else 1)
+        kw = dict(warps=wr[0], rpw=wr[1], prefetch_weights=int(wr[2]) if len(wr) > 2 else 1)
+        return kw | ({"max_blocks": int(wr[3])} if len(wr) > 3 else {})
 
     def gemv_instances(self, k_lens: dict) -> set:
         """The (nv, rpw, epi, pf) of compile_module for these step GEMV classes; k_lens: class -> the reduction
