@@ -126,12 +126,14 @@ def test_gemv_capped_grids_stride_over_every_row_group(blocks):
     Wd = (rng.standard_normal((H, I)) * 0.05).astype(np.float16)
     fns = _fns({(K.loads_per_lane(H), 2, K.EPI_GELU, 3), (K.loads_per_lane(I // splits), 1, K.EPI_PLAIN, 2)})
     m, out, y = poisoned(I), poisoned(H), poisoned((splits, H))
-    gu = K.gemv(fns, "gu", cupy.asarray(W), I, H, epi=K.EPI_GELU, y=m, src=cupy.asarray(resid),
-                delta=cupy.asarray(o), delta_w=cupy.asarray(w_post), resid_out=out, norm_w=cupy.asarray(w_in), eps=eps,
-                warps=8, rpw=2, prefetch_weights=3, max_blocks=blocks)
-    dn = K.gemv(fns, "down", cupy.asarray(Wd), H, I // splits, splits=splits, y=y, src=m, warps=4, rpw=1,
+    # a Launch packs raw pointers: every array it reads stays referenced here until it has run
+    dev = {k: cupy.asarray(v) for k, v in dict(W=W, Wd=Wd, resid=resid, o=o, w_post=w_post, w_in=w_in).items()}
+    gu = K.gemv(fns, "gu", dev["W"], I, H, epi=K.EPI_GELU, y=m, src=dev["resid"], delta=dev["o"],
+                delta_w=dev["w_post"], resid_out=out, norm_w=dev["w_in"], eps=eps, warps=8, rpw=2, prefetch_weights=3,
+                max_blocks=blocks)
+    dn = K.gemv(fns, "down", dev["Wd"], H, I // splits, splits=splits, y=y, src=m, warps=4, rpw=1,
                 prefetch_weights=2, max_blocks=blocks)
-    free = K.gemv(fns, "down", cupy.asarray(Wd), H, I // splits, splits=splits, y=y, src=m, warps=4, rpw=1,
+    free = K.gemv(fns, "down", dev["Wd"], H, I // splits, splits=splits, y=y, src=m, warps=4, rpw=1,
                   prefetch_weights=2)  # the resident grid, shared by the slices
     assert gu.grid[0] == blocks and dn.grid[:2] == (min(blocks, free.grid[0]), splits)
     gu()
