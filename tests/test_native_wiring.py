@@ -6,8 +6,10 @@ is tested on a GPU (tests/test_native_cuda.py)."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
+import weakref
 
 import native_emulator as emu  # tests/ is on sys.path (pytest's rootdir insertion)
 import numpy as np
@@ -166,6 +168,21 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     gen.close()
     assert ahead.counters()["replayed"] == 2 * (steps - 1) + 4 and ahead.position == 10 + 4
     assert list(ahead.generate(x, steps, Sampler(SamplingParams()))) == toks
+
+
+def test_a_launch_keeps_the_arrays_behind_its_addresses(fake):
+    """A Launch's arguments are raw addresses (`kernels.pack`): the arrays behind them stay referenced by it, so a
+    caller that lets a temporary go cannot have its memory freed and reused before the launch runs."""
+    fns = K.compile_module({(K.loads_per_lane(64), 2, K.EPI_PLAIN, 1)}, set())
+    W, x, y = fake.asarray(np.ones((16, 64), np.float16)), fake.asarray(np.full(64, 0.5, np.float32)), fake.zeros(16)
+    refs = [weakref.ref(a) for a in (W, x)]
+    launch = K.gemv(fns, "t", W, 16, 64, y=y, src=x, warps=1, rpw=2)
+    del W, x
+    gc.collect()
+    assert all(r() is not None for r in refs) and {id(r()) for r in refs} <= {id(a) for a in launch.held}
+    assert int(launch.args[0]) == refs[0]().data.ptr and int(launch.args[5]) == 0  # x_in: NULL
+    launch()
+    assert np.array_equal(np.asarray(y), np.full(16, 32.0))
 
 
 def test_host_fed_step_and_rebuild(fake, folders):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels import HEAD_MAX_BLOCKS, KernelShapeError, Launch, _need_shared, head_blocks, ptr
+from .kernels import HEAD_MAX_BLOCKS, KernelShapeError, Launch, _need_shared, head_blocks, pack
 
 # head_bound's (rows a warp, PF, MINB): 4 x 1152 int8 bytes in flight a warp at gemma3-1b's width; MINB 0 leaves the
 # registers to ptxas (128 there: 2 blocks an SM; MINB 1 lets it take 155, one block an SM)
@@ -248,13 +248,13 @@ def launches(fns, table: BoundTable, W, vocab: int, k_len: int, head_nv: int, th
     grid_b = head_blocks(fb, threads, -(-vocab // per_group), shared)
     if int(low.size) < grid_b:
         raise KernelShapeError(f"head_bound: {int(low.size)} block maxima for a grid of {grid_b}")
-    bound = Launch("head_bound", fb, (grid_b, 1, 1), (threads, 1, 1),
-                   (ptr(table.q), ptr(table.sc), np.int32(vocab), np.int32(k_len), ptr(src), ptr(delta),
-                    np.int32(delta_parts), ptr(delta_w), ptr(norm_w), np.float32(eps), ptr(xvec), ptr(upper), ptr(low),
-                    ptr(suppress), ptr(n_suppress)), shared, table.nbytes + 4 * k_len + 4 * vocab)
+    args, held = pack(table.q, table.sc, np.int32(vocab), np.int32(k_len), src, delta, np.int32(delta_parts), delta_w,
+                      norm_w, np.float32(eps), xvec, upper, low, suppress, n_suppress)
+    bound = Launch("head_bound", fb, (grid_b, 1, 1), (threads, 1, 1), args, shared,
+                   table.nbytes + 4 * k_len + 4 * vocab, held=held)
     grid_p = int(min(HEAD_MAX_BLOCKS, -(-vocab // PICK_ROWS)))
-    pick = Launch("head_pick", fp, (grid_p, 1, 1), (threads, 1, 1),
-                  (ptr(W), np.int32(vocab), np.int32(int(W.shape[1])), np.int32(k_len), ptr(xvec), ptr(upper), ptr(low),
-                   np.int32(grid_b), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress),
-                   ptr(n_suppress)), 4 * k_len, 4 * vocab + 4 * grid_b + 4 * k_len)
+    args, held = pack(W, np.int32(vocab), np.int32(int(W.shape[1])), np.int32(k_len), xvec, upper, low,
+                      np.int32(grid_b), np.float32(softcap or 0.0), part_v, part_i, suppress, n_suppress)
+    pick = Launch("head_pick", fp, (grid_p, 1, 1), (threads, 1, 1), args, 4 * k_len,
+                  4 * vocab + 4 * grid_b + 4 * k_len, held=held)
     return bound, pick

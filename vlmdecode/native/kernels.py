@@ -149,6 +149,15 @@ def ptr(a) -> np.uint64:
     return np.uint64(0 if a is None else a.data.ptr)
 
 
+def pack(*values) -> tuple[tuple, tuple]:
+    """A Launch's arguments from `values` (device arrays, None for NULL, NumPy scalars as given) and the arrays
+    among them, which the Launch keeps referenced: its arguments are raw addresses, and an array the caller let go
+    would otherwise be freed, and its memory reused, before the launch runs."""
+    held = tuple(v for v in values if hasattr(getattr(v, "data", None), "ptr"))
+    return tuple(np.uint64(0) if v is None else ptr(v) if hasattr(getattr(v, "data", None), "ptr") else v
+                 for v in values), held
+
+
 @dataclass
 class Launch:
     """One kernel call with its arguments packed once (fixed pointers: capture-safe). pdl: launched with
@@ -163,6 +172,7 @@ class Launch:
     nbytes: int  # device-memory bytes the call must move at least (weights, KV, vectors)
     pdl: bool = False
     _pdl: object = field(default=None, repr=False, compare=False)
+    held: tuple = field(default=(), repr=False, compare=False)  # the arrays behind `args`' addresses (`pack`)
 
     def prepare(self) -> None:
         """Pack the PDL launch now (ctypes objects), not on the first call, which may be inside a capture."""
@@ -261,12 +271,12 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
     shared = _need_shared(fn, 4 * k_len)
     resident = -(-resident_blocks(fn, warps * 32, shared) // splits) if resident_grid else n_groups
     grid_x = head_blocks(fn, warps * 32, n_groups, shared) if head else min(n_groups, resident, max_blocks or n_groups)
-    args = (ptr(W), np.int32(n_rows), np.int32(ld), np.int32(k_len), ptr(src), ptr(x_in), np.float32(x_scale),
-            ptr(delta), np.int32(delta_parts), ptr(delta_w), ptr(resid_out), ptr(norm_w), np.float32(eps),
-            ptr(y), ptr(logits), np.float32(softcap or 0.0), ptr(part_v), ptr(part_i), ptr(suppress), ptr(n_suppress))
+    args, held = pack(W, np.int32(n_rows), np.int32(ld), np.int32(k_len), src, x_in, np.float32(x_scale), delta,
+                      np.int32(delta_parts), delta_w, resid_out, norm_w, np.float32(eps), y, logits,
+                      np.float32(softcap or 0.0), part_v, part_i, suppress, n_suppress)
     out_rows = n_rows * (1 if epi == EPI_GELU else splits)
     nbytes = int(W.nbytes) + 4 * ld + (2 if head else 4) * out_rows
-    return Launch(name, fn, (grid_x, splits, 1), (warps * 32, 1, 1), args, shared, nbytes)
+    return Launch(name, fn, (grid_x, splits, 1), (warps * 32, 1, 1), args, shared, nbytes, held=held)
 
 
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
@@ -292,12 +302,12 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
     grp = nq // nkv
     shared = _need_shared(fn, 4 * (grp * head_dim + 2 * head_dim
                                      + grp * max(chunk, splits)))  # p doubles as the combine's weights
-    args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
-            ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
-            np.float32(softcap or 0.0), np.int32(chunk), ptr(part), ptr(counter), ptr(out))
+    args, held = pack(qkv, np.int32(nq), np.int32(nkv), q_norm, k_norm, np.float32(eps), rope_cos, rope_sin, pos, K,
+                      V, np.int32(cap), np.int32(window or 0), np.float32(scale), np.float32(softcap or 0.0),
+                      np.int32(chunk), part, counter, out)
     keys = cap if window is None else min(cap, window)
     nbytes = 2 * nkv * keys * head_dim * 2 + 4 * (nq + 2 * nkv) * head_dim + 4 * nq * head_dim
-    return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
+    return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes, held=held)
 
 
 def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V, cap, window,
@@ -316,12 +326,12 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     per = -(-(grp * D // 4) // cluster)  # float4s of the output each block of a cluster combines
     floats = units * grp * D + 4 * cluster * per + 4 * -(-cluster * grp // 2) + units * np2 + 3 * units * grp
     shared = _need_shared(fn, 4 * floats)
-    args = (ptr(qkv), np.int32(nq), np.int32(nkv), ptr(q_norm), ptr(k_norm), np.float32(eps), ptr(rope_cos),
-            ptr(rope_sin), ptr(pos), ptr(K), ptr(V), np.int32(cap), np.int32(window or 0), np.float32(scale),
-            np.float32(softcap or 0.0), np.int32(cluster_keys), ptr(part), ptr(counter), ptr(out))
+    args, held = pack(qkv, np.int32(nq), np.int32(nkv), q_norm, k_norm, np.float32(eps), rope_cos, rope_sin, pos, K,
+                      V, np.int32(cap), np.int32(window or 0), np.float32(scale), np.float32(softcap or 0.0),
+                      np.int32(cluster_keys), part, counter, out)
     keys = cap if window is None else min(cap, window)
     nbytes = 2 * nkv * keys * D * 2 + 4 * (nq + 2 * nkv) * D + 4 * nq * D
-    return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes)
+    return Launch(name, fn, (splits, nkv, 1), (threads, 1, 1), args, shared, nbytes, held=held)
 
 
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CUfunction_attribute
@@ -352,6 +362,6 @@ def _allow_large_clusters(fn) -> None:
 def advance(fns, part_v, part_i, nparts: int, *, table, hidden: int, x_out, ring, n_dev, pos, t_dev,
             given=None) -> Launch:
     """The token pick and next-input write (one 1024-thread block); given: a sampled token [1] or None."""
-    args = (ptr(part_v), ptr(part_i), np.int32(nparts), ptr(given), ptr(table), np.int32(hidden), ptr(x_out),
-            ptr(ring), np.int32(ring.size), ptr(n_dev), ptr(pos), ptr(t_dev))
-    return Launch("advance", fns["advance"], (1, 1, 1), (1024, 1, 1), args, 0, 12 * nparts + 2 * hidden)
+    args, held = pack(part_v, part_i, np.int32(nparts), given, table, np.int32(hidden), x_out, ring,
+                      np.int32(ring.size), n_dev, pos, t_dev)
+    return Launch("advance", fns["advance"], (1, 1, 1), (1024, 1, 1), args, 0, 12 * nparts + 2 * hidden, held=held)
