@@ -126,7 +126,7 @@ def test_gemv_capped_grids_stride_over_every_row_group(blocks):
     Wd = (rng.standard_normal((H, I)) * 0.05).astype(np.float16)
     fns = _fns({(K.loads_per_lane(H), 2, K.EPI_GELU, 3), (K.loads_per_lane(I // splits), 1, K.EPI_PLAIN, 2)})
     m, out, y = poisoned(I), poisoned(H), poisoned((splits, H))
-    # a Launch packs raw pointers: every array it reads stays referenced here until it has run
+    # the device copies, referenced here (since a99b6e4 each Launch holds the arrays behind its addresses too)
     dev = {k: cupy.asarray(v) for k, v in dict(W=W, Wd=Wd, resid=resid, o=o, w_post=w_post, w_in=w_in).items()}
     gu = K.gemv(fns, "gu", dev["W"], I, H, epi=K.EPI_GELU, y=m, src=dev["resid"], delta=dev["o"],
                 delta_w=dev["w_post"], resid_out=out, norm_w=dev["w_in"], eps=eps, warps=8, rpw=2, prefetch_weights=3,
