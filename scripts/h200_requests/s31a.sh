@@ -4,6 +4,7 @@
 # and graph interleaved, the floor from the run's copy bandwidth). The committed 4096 figure (0.836 ms) came from
 # h200_native.py and the 1024 one (0.797-0.800) from the bench CLI, and they differ by 39 us while the replayed steps
 # differ by ~16 us: this says how much of the 4096 gap is the step -> $OUT/h200_native_proof_ctx1024_4096_<sha>.json
+# Then final_tests.sh: no CUDA test has run since a99b6e4, which packs every Launch's arguments through kernels.pack.
 set -o pipefail
 . scripts/h200_requests/preamble.sh
 mkdir -p "$OUT/p"
