@@ -302,7 +302,7 @@ def layer_budget(root=None) -> pd.DataFrame:
     per_layer = out["plain_read_us"].sum() + float(classes["attn"]["span"])  # NaN-skipping sum: the GEMVs
     at_plain = float(layers * per_layer + head_us) / 1e3
     bh = bounded_head(root)
-    at1024 = bh[bh["context"] == 1024] if not bh.empty else bh
+    at1024 = bh[bh["context"] == 1024]
     saving = float(at1024["replay full"].iloc[0] - at1024["replay bounded"].iloc[0]) if len(at1024) else float("nan")
     sources = [t.attrs["source"], r.attrs["source"]] + ([bh.attrs["source"]] if len(at1024) else [])
     out.attrs.update(source=" + ".join(sources), layers=layers, head_us=head_us, step_ms=t.attrs["step_us"] / 1e3,

@@ -153,9 +153,16 @@ def pack(*values) -> tuple[tuple, tuple]:
     """A Launch's arguments from `values` (device arrays, None for NULL, NumPy scalars as given) and the arrays
     among them, which the Launch keeps referenced: its arguments are raw addresses, and an array the caller let go
     would otherwise be freed, and its memory reused, before the launch runs."""
-    held = tuple(v for v in values if hasattr(getattr(v, "data", None), "ptr"))
-    return tuple(np.uint64(0) if v is None else ptr(v) if hasattr(getattr(v, "data", None), "ptr") else v
-                 for v in values), held
+    args, held = [], []
+    for v in values:
+        if v is None:
+            args.append(np.uint64(0))
+        elif hasattr(getattr(v, "data", None), "ptr"):  # a device array (CuPy's .data is a MemoryPointer)
+            args.append(ptr(v))
+            held.append(v)
+        else:
+            args.append(v)
+    return tuple(args), tuple(held)
 
 
 @dataclass
