@@ -23,6 +23,13 @@ and pairs of: start (a read block's start minus the writer's last block end: neg
 (its after-wait stamp minus that end), own (thread 0's rows in, after its wait) and block (every warp's). If "late"
 readers take ~1 us longer for the same bytes, the q-row latency is a cold block's, and what helps is residency,
 not fewer bytes. Writes $OUT/h200_cold_reader_probe.json. CuPy only.
+
+The first run (72eb1c9) answered no: late and early readers took the same ~1.0 us (a cluster) for the rows, against
+the fan-out probe's 0.3-0.4 us. That probe differed in its writer (coalesced stores by every thread) and its reader
+(each thread its own float4s), so `--stores` takes those two apart at qkv's grid (192 blocks, early): the writer's
+rows as gemv stores them (lane 0 of each warp, 4 bytes) or gathered into whole 32-byte sectors, read every warp all
+rows (attention_cl) or each thread its own (a fold) -> $OUT/h200_cold_reader_probe_stores.json.
+Usage: OUT=/tmp/out python3 scripts/h200_cold_reader_probe.py [--stores]
 """
 
 from __future__ import annotations
@@ -39,8 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROWS, G, HD = 1536, 4, 256  # gemma3-1b's qkv outputs, q heads a KV head, head dim
 PROBE = r"""
 // the writer: a share of a weight copy (__ldcs), then one output row a warp (lane 0's 4-byte store, gemv's PLAIN)
+// STORE 0: lane 0 of each warp stores its row (gemv's PLAIN epilogue: 4-byte stores, a 32-byte sector from 8 warps);
+// 1: the block's rows gathered through shared memory and stored by its first threads (whole sectors)
+template <int STORE>
 __global__ void __launch_bounds__(256) qkv_write(const uint4* __restrict__ w, const long long n16, float* y,
                                                  const int n_out, unsigned long long* ends) {
+    __shared__ float rows_s[8];
     pdl_trigger();
     unsigned acc = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -50,13 +61,25 @@ __global__ void __launch_bounds__(256) qkv_write(const uint4* __restrict__ w, co
     }
     pdl_wait();  // the previous reader, as qkv waits on down
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    for (int r = blockIdx.x * nw + warp; r < n_out; r += gridDim.x * nw)
-        if (lane == 0) y[r] = (float)(r & 1023) * 1e-3f + (float)(acc & 1u);
+    for (int r0 = blockIdx.x * nw; r0 < n_out; r0 += gridDim.x * nw) {  // a block's nw (8) consecutive rows
+        const int r = r0 + warp;
+        const float v = (float)(r & 1023) * 1e-3f + (float)(acc & 1u);
+        if (STORE == 0) {
+            if (lane == 0 && r < n_out) y[r] = v;
+        } else {
+            if (lane == 0) rows_s[warp] = v;
+            __syncthreads();
+            if ((int)threadIdx.x < nw && r0 + (int)threadIdx.x < n_out) y[r0 + threadIdx.x] = rows_s[threadIdx.x];
+            __syncthreads();
+        }
+    }
     __syncthreads();
     if (threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ends[blockIdx.x]) :: "memory");
 }
 
-template <bool CL>
+// PAT 0: every warp loads the G q rows (attention_cl's first phase); 1: each thread its own float4s of the rows
+// (a fold's pattern, as the fan-out probe's reader)
+template <bool CL, int PAT>
 __device__ __forceinline__ void q_read(const float* qkv_in, unsigned long long* stamps, float* sink) {
     const unsigned long long t0 = gtimer();
     pdl_trigger();
@@ -67,12 +90,19 @@ __device__ __forceinline__ void q_read(const float* qkv_in, unsigned long long* 
     asm volatile("mov.b64 %0, %1;" : "=l"(qkv) : "l"(qkv_in) : "memory");
     const int lane = threadIdx.x & 31;
     float s = 0.f;
+    if (PAT == 0) {
 #pragma unroll
-    for (int r = 0; r < QG; ++r) {
-        float x[8];
-        ld8_cg(qkv + (size_t)r * QHD + lane * 8, x);
+        for (int r = 0; r < QG; ++r) {
+            float x[8];
+            ld8_cg(qkv + (size_t)r * QHD + lane * 8, x);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) s += x[e];
+            for (int e = 0; e < 8; ++e) s += x[e];
+        }
+    } else {
+        for (int i = threadIdx.x; i < QG * QHD / 4; i += blockDim.x) {
+            const float4 v = __ldcg(reinterpret_cast<const float4*>(qkv) + i);
+            s += v.x + v.y + v.z + v.w;
+        }
     }
     const unsigned long long t2 = clock_after(s);
     __syncthreads();
@@ -85,17 +115,23 @@ __device__ __forceinline__ void q_read(const float* qkv_in, unsigned long long* 
     if (CL) cluster_wait();
 }
 
+template <int PAT>
 __global__ void __launch_bounds__(256, 1) __cluster_dims__(16, 1, 1) q_read_cl(const float* q, unsigned long long* st,
                                                                               float* sink) {
-    q_read<true>(q, st, sink);
+    q_read<true, PAT>(q, st, sink);
 }
 
+template <int PAT>
 __global__ void __launch_bounds__(256, 1) q_read_plain(const float* q, unsigned long long* st, float* sink) {
-    q_read<false>(q, st, sink);
+    q_read<false, PAT>(q, st, sink);
 }
 """
-READERS = ("q_read_cl", "q_read_plain")
 PLACEMENTS = {"late": (264, 100 << 10), "early": (264, 0), "early192": (192, 0)}  # writer blocks, its smem a block
+# (writer, reader, placement): the placement study (the first run), and --stores: the writer's stores and the
+# reader's pattern at qkv's grid
+CASES = [("qkv_write<0>", f"{r}<0>", p) for r in ("q_read_cl", "q_read_plain") for p in PLACEMENTS]
+STORE_CASES = [(f"qkv_write<{w}>", r, "early192") for w in (0, 1)
+               for r in ("q_read_cl<0>", "q_read_plain<0>", "q_read_cl<1>", "q_read_plain<1>")]
 READ_BLOCKS, READ_SMEM = 16, 40 << 10
 PAIRS, COPIES, WRITE_BYTES = 20, 16, ROWS * 1152 * 2
 METHOD = (f"{PAIRS} write/read pairs in one CUDA graph (write: a {WRITE_BYTES / 2**20:.1f} MB weight copy of "
@@ -106,21 +142,24 @@ METHOD = (f"{PAIRS} write/read pairs in one CUDA graph (write: a {WRITE_BYTES / 
           "and pairs; block_max: the median over pairs of the slowest block's block")
 
 
-def main() -> None:
+def main(stores: bool = False) -> None:
     import cupy
     import native_kernel_bench
 
     from vlmdecode.native import kernels as K
     from vlmdecode.native.kernels_src import SOURCE
 
+    cases = STORE_CASES if stores else CASES
+    names = sorted({n for c in cases for n in c[:2]})
     defs = f"#define QG {G}\n#define QHD {HD}\n"
     mod = cupy.RawModule(code=SOURCE + native_kernel_bench.GTIMER_CU + defs + PROBE, options=("-std=c++17",),
-                         name_expressions=("qkv_write", *READERS))
-    fns = {n: mod.get_function(n) for n in ("qkv_write", *READERS)}
-    for name, (_, hog) in [("qkv_write", (0, max(h for _, h in PLACEMENTS.values())))] + [(r, (0, READ_SMEM))
-                                                                                          for r in READERS]:
-        fns[name].max_dynamic_shared_size_bytes = hog
-    K._allow_large_clusters(fns["q_read_cl"])  # a cluster of 16, as attention_cl's
+                         name_expressions=names)
+    fns = {n: mod.get_function(n) for n in names}
+    for n in names:
+        fns[n].max_dynamic_shared_size_bytes = max(h for _, h in PLACEMENTS.values()) if n.startswith("qkv") \
+            else READ_SMEM
+        if n.startswith("q_read_cl"):
+            K._allow_large_clusters(fns[n])  # a cluster of 16, as attention_cl's
     rng = np.random.default_rng(0)
     weights = [cupy.asarray(rng.integers(0, 2**31, WRITE_BYTES // 4, dtype=np.int64).astype(np.uint32))
                for _ in range(COPIES)]
@@ -128,44 +167,47 @@ def main() -> None:
     sink = cupy.zeros(1024, cupy.float32)
     res: dict = {"provenance": {**native_kernel_bench.provenance(), "method": METHOD}, "cases": {}}
     stream = cupy.cuda.Stream(non_blocking=True)
-    for reader in READERS:
-        for place, (wb, hog) in PLACEMENTS.items():
-            stamps = cupy.zeros((PAIRS, READ_BLOCKS, 4), cupy.uint64)
-            ends = cupy.zeros((PAIRS, wb), cupy.uint64)
-            launches = []
-            for r in range(PAIRS):
-                w = weights[r % COPIES]
-                launches.append(K.Launch("write", fns["qkv_write"], (wb, 1, 1), (256, 1, 1),
-                                         (K.ptr(w), np.uint64(w.nbytes // 16), K.ptr(y), np.int32(ROWS),
-                                          np.uint64(ends.data.ptr + r * wb * 8)), hog, w.nbytes, pdl=True))
-                launches.append(K.Launch("read", fns[reader], (READ_BLOCKS, 1, 1), (256, 1, 1),
-                                         (K.ptr(y), np.uint64(stamps.data.ptr + r * READ_BLOCKS * 4 * 8), K.ptr(sink)),
-                                         READ_SMEM, 0, pdl=True))
-            for launch in launches:
-                launch.prepare()
-            graph = K.capture(stream, lambda ls=launches: [launch() for launch in ls])
-            rows = {"start": [], "wait": [], "own": [], "block": [], "block_max": []}
-            with stream:
-                graph.launch(stream)  # warm-up
+    for writer, reader, place in cases:
+        wb, hog = PLACEMENTS[place]
+        stamps = cupy.zeros((PAIRS, READ_BLOCKS, 4), cupy.uint64)
+        ends = cupy.zeros((PAIRS, wb), cupy.uint64)
+        launches = []
+        for r in range(PAIRS):
+            w = weights[r % COPIES]
+            launches.append(K.Launch("write", fns[writer], (wb, 1, 1), (256, 1, 1),
+                                     (K.ptr(w), np.uint64(w.nbytes // 16), K.ptr(y), np.int32(ROWS),
+                                      np.uint64(ends.data.ptr + r * wb * 8)), hog, w.nbytes, pdl=True))
+            launches.append(K.Launch("read", fns[reader], (READ_BLOCKS, 1, 1), (256, 1, 1),
+                                     (K.ptr(y), np.uint64(stamps.data.ptr + r * READ_BLOCKS * 4 * 8), K.ptr(sink)),
+                                     READ_SMEM, 0, pdl=True))
+        for launch in launches:
+            launch.prepare()
+        graph = K.capture(stream, lambda ls=launches: [launch() for launch in ls])
+        rows = {"start": [], "wait": [], "own": [], "block": [], "block_max": []}
+        with stream:
+            graph.launch(stream)  # warm-up
+            stream.synchronize()
+            for _ in range(5):
+                graph.launch(stream)
                 stream.synchronize()
-                for _ in range(5):
-                    graph.launch(stream)
-                    stream.synchronize()
-                    s = stamps.get().astype(np.int64)  # [pair, block, (start, after wait, own, barrier)]
-                    e = ends.get().astype(np.int64).max(axis=1)  # [pair]: the writer's last block end
-                    for r in range(PAIRS):
-                        t = s[r]
-                        rows["start"].append(float(np.median(t[:, 0] - e[r])))
-                        rows["wait"].append(float(np.median(t[:, 1] - e[r])))
-                        rows["own"].append(float(np.median(t[:, 2] - t[:, 1])))
-                        rows["block"].append(float(np.median(t[:, 3] - t[:, 1])))
-                        rows["block_max"].append(float(np.max(t[:, 3] - t[:, 1])))
-            us = {f"{name}_us": statistics.median(v) / 1e3 for name, v in rows.items()}
-            res["cases"][f"{reader}_{place}"] = {"reader": reader, "placement": place, "writer_blocks": wb,
-                                                 "writer_smem": hog, **us}
-            print(f"{reader:13s} {place:8s}: " + ", ".join(f"{n} {v:.3f}" for n, v in us.items()), flush=True)
-    native_kernel_bench.write_result("h200_cold_reader_probe.json", res)
+                s = stamps.get().astype(np.int64)  # [pair, block, (start, after wait, own, barrier)]
+                e = ends.get().astype(np.int64).max(axis=1)  # [pair]: the writer's last block end
+                for r in range(PAIRS):
+                    t = s[r]
+                    rows["start"].append(float(np.median(t[:, 0] - e[r])))
+                    rows["wait"].append(float(np.median(t[:, 1] - e[r])))
+                    rows["own"].append(float(np.median(t[:, 2] - t[:, 1])))
+                    rows["block"].append(float(np.median(t[:, 3] - t[:, 1])))
+                    rows["block_max"].append(float(np.max(t[:, 3] - t[:, 1])))
+        us = {f"{name}_us": statistics.median(v) / 1e3 for name, v in rows.items()}
+        key = f"{writer}_{reader}_{place}" if stores else f"{reader.split('<')[0]}_{place}"
+        res["cases"][key] = {"writer": writer, "reader": reader, "placement": place, "writer_blocks": wb,
+                             "writer_smem": hog, **us}
+        print(f"{writer:13s} {reader:16s} {place:8s}: " + ", ".join(f"{n} {v:.3f}" for n, v in us.items()),
+              flush=True)
+    native_kernel_bench.write_result("h200_cold_reader_probe_stores.json" if stores else "h200_cold_reader_probe.json",
+                                     res)
 
 
 if __name__ == "__main__":
-    main()
+    main("--stores" in sys.argv[1:])
