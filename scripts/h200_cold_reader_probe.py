@@ -183,22 +183,7 @@ def main(stores: bool = False) -> None:
         for launch in launches:
             launch.prepare()
         graph = K.capture(stream, lambda ls=launches: [launch() for launch in ls])
-        rows = {"start": [], "wait": [], "own": [], "block": [], "block_max": []}
-        with stream:
-            graph.launch(stream)  # warm-up
-            stream.synchronize()
-            for _ in range(5):
-                graph.launch(stream)
-                stream.synchronize()
-                s = stamps.get().astype(np.int64)  # [pair, block, (start, after wait, own, barrier)]
-                e = ends.get().astype(np.int64).max(axis=1)  # [pair]: the writer's last block end
-                for r in range(PAIRS):
-                    t = s[r]
-                    rows["start"].append(float(np.median(t[:, 0] - e[r])))
-                    rows["wait"].append(float(np.median(t[:, 1] - e[r])))
-                    rows["own"].append(float(np.median(t[:, 2] - t[:, 1])))
-                    rows["block"].append(float(np.median(t[:, 3] - t[:, 1])))
-                    rows["block_max"].append(float(np.max(t[:, 3] - t[:, 1])))
+        rows = native_kernel_bench.pair_stamps(graph, stream, stamps, ends)
         us = {f"{name}_us": statistics.median(v) / 1e3 for name, v in rows.items()}
         key = f"{writer}_{reader}_{place}" if stores else f"{reader.split('<')[0]}_{place}"
         res["cases"][key] = {"writer": writer, "reader": reader, "placement": place, "writer_blocks": wb,
