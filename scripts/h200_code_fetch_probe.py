@@ -117,15 +117,8 @@ def main() -> None:
                 for launch in launches:
                     launch.prepare()
                 graph = K.capture(stream, lambda ls=launches: [launch() for launch in ls])
-                times = []
-                with stream:
-                    graph.launch(stream)  # warm-up
-                    stream.synchronize()
-                    for _ in range(REPLAYS):
-                        graph.launch(stream)
-                        stream.synchronize()
-                        s = stamps.get().astype(np.int64)
-                        times += [float(np.median(s[r, :, 1] - s[r, :, 0])) for r in range(REPS)]
+                replays = native_kernel_bench.replayed_stamps(graph, stream, stamps, REPLAYS)
+                times = [float(np.median(s[r, :, 1] - s[r, :, 0])) for s in replays for r in range(REPS)]
                 n = ffmas(kb)
                 issue_us = n * (1 if warps <= 4 else warps // 4) / clock_mhz
                 us = statistics.median(times) / 1e3

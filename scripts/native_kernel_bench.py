@@ -50,30 +50,38 @@ def write_result(name: str, obj: dict, default: Path | str = "/tmp/out") -> Path
     return dest / name
 
 
-def pair_stamps(graph, stream, stamps, ends, replays: int = 5) -> dict[str, list[float]]:
-    """The probes' (fan-out, cold reader) per-pair block stamps: `graph` holds writer/reader pairs; after a warm-up
-    it is replayed `replays` times, and per pair (medians over the reader's blocks, ns) start / wait are a block's
-    start / after-wait stamp minus the writer's last block end, own its thread 0's data in and block its barrier,
-    both after its wait; block_max the slowest block's block. stamps: [pair, block, 4] (start, after wait, own,
-    barrier); ends: [pair, writer block] (each writer block's end)."""
+def replayed_stamps(graph, stream, stamps, replays: int = 5):
+    """The probes' replays: `graph` launched once to warm up, then `replays` times, each followed by a
+    synchronize; yields the stamps array (int64 on the host) after each."""
     import numpy as np
 
-    rows: dict[str, list[float]] = {"start": [], "wait": [], "own": [], "block": [], "block_max": []}
     with stream:
         graph.launch(stream)  # warm-up
         stream.synchronize()
         for _ in range(replays):
             graph.launch(stream)
             stream.synchronize()
-            s = stamps.get().astype(np.int64)
-            e = ends.get().astype(np.int64).max(axis=1)
-            for r in range(s.shape[0]):
-                t = s[r]
-                rows["start"].append(float(np.median(t[:, 0] - e[r])))
-                rows["wait"].append(float(np.median(t[:, 1] - e[r])))
-                rows["own"].append(float(np.median(t[:, 2] - t[:, 1])))
-                rows["block"].append(float(np.median(t[:, 3] - t[:, 1])))
-                rows["block_max"].append(float(np.max(t[:, 3] - t[:, 1])))
+            yield stamps.get().astype(np.int64)
+
+
+def pair_stamps(graph, stream, stamps, ends, replays: int = 5) -> dict[str, list[float]]:
+    """The probes' (fan-out, cold reader) per-pair block stamps: `graph` holds writer/reader pairs, replayed as
+    `replayed_stamps` does; per pair (medians over the reader's blocks, ns) start / wait are a block's start /
+    after-wait stamp minus the writer's last block end, own its thread 0's data in and block its barrier, both
+    after its wait; block_max the slowest block's block. stamps: [pair, block, 4] (start, after wait, own,
+    barrier); ends: [pair, writer block] (each writer block's end)."""
+    import numpy as np
+
+    rows: dict[str, list[float]] = {"start": [], "wait": [], "own": [], "block": [], "block_max": []}
+    for s in replayed_stamps(graph, stream, stamps, replays):
+        e = ends.get().astype(np.int64).max(axis=1)
+        for r in range(s.shape[0]):
+            t = s[r]
+            rows["start"].append(float(np.median(t[:, 0] - e[r])))
+            rows["wait"].append(float(np.median(t[:, 1] - e[r])))
+            rows["own"].append(float(np.median(t[:, 2] - t[:, 1])))
+            rows["block"].append(float(np.median(t[:, 3] - t[:, 1])))
+            rows["block_max"].append(float(np.max(t[:, 3] - t[:, 1])))
     return rows
 
 
