@@ -55,6 +55,8 @@ class Shapes:
     attn_cluster_keys: int = 2048  # keys a cluster takes before the next cluster of its KV head joins (0: every
     # cluster of the grid works at every position), on every layer: attn_clusters and attn_clusters_global are the
     # grid's most; more clusters pay off past ~2048 keys (docs/native_decoder.md)
+    attn_stage_q: bool = False  # attention_cl's q rows loaded once a block into shared memory (SQ 1) instead of
+    # once a warp; not measured in the step yet (branch stage-q)
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     def __post_init__(self):
