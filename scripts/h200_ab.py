@@ -4,9 +4,14 @@ as -D flags for its kernel module); every process runs that script (its own deco
 gemma3-1b step, context 1024, capacity 1072, 7 rounds of 200 replays) for one variant, in an order rotated each round
 so that no variant always follows the same one. Two kernel modules of the same source time up to 1.3% apart within
 one process (h200_native_timeline_flat8_ab_9457657.json), so a change lands on processes of its own, not on one
-process's comparison. Writes $OUT/NAME.json: each variant's process medians, the median of them, its ratio to the
-first variant (the base), and every process's replay file (with provenance).
+process's comparison. A variant whose overrides change a template instance also gets a second kernel module, loaded
+after the first, while the base keeps the first: on 394d079 that alone timed 1.3-1.8% faster, whichever code the
+modules held (h200_stage_q_ab_r2_394d079.json, docs/native_decoder.md). --fresh gives every variant, the base too,
+NATIVE_REBUILD=fresh (its step rebuilt on a module compiled and loaded again), so they all start alike. Writes
+$OUT/NAME.json: each variant's process medians, the median of them, its ratio to the first variant (the base), and
+every process's replay file (with provenance).
 Usage: OUT=/tmp/out python3 scripts/h200_ab.py NAME '{"base": {}, "x": {"NATIVE_SHAPES": {"qkv": [8, 2]}}}' [ROUNDS]
+       [--fresh]
 """
 
 from __future__ import annotations
@@ -56,4 +61,9 @@ def main(name: str, variants: dict[str, dict], rounds: int = 3) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+    fresh = "--fresh" in sys.argv
+    argv = [a for a in sys.argv if a != "--fresh"]
+    variants = json.loads(argv[2])
+    if fresh:
+        variants = {v: {"NATIVE_REBUILD": "fresh", **env} for v, env in variants.items()}
+    main(argv[1], variants, int(argv[3]) if len(argv) > 3 else 3)

@@ -4,7 +4,10 @@ source change is compared over several processes of each tree, alternating): the
 context 1024, KV capacity 1072), the decoder's graph replayed 200 times a round, 7 rounds, medians. $NATIVE_SHAPES:
 Shapes overrides (JSON, e.g. '{"qkv": [8, 2]}', `Shapes.with_overrides`) for the step replayed; $NATIVE_CONTEXT: the
 step at that context instead (KV capacity context + 48, as h200_native.py's context-4096 part); $NATIVE_CAPACITY: that
-KV capacity instead (a short context in a long buffer, as a default load's 4096).
+KV capacity instead (a short context in a long buffer, as a default load's 4096); $NATIVE_REBUILD: "same" rebuilds
+the step with its shapes (new buffers and launches, the cached module), "fresh" also with its kernel module compiled
+and loaded again. A variant whose overrides change a template instance gets a second module that way; on 394d079 that
+alone timed 1.3-1.8% faster than the first (docs/native_decoder.md), so compare such variants all "fresh".
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
@@ -24,6 +27,7 @@ from h200_native_ablate import timed  # noqa: E402
 
 
 def main(rounds: int = 7) -> None:
+    from vlmdecode.native import kernels as K
     from vlmdecode.profiling import prompt_ids
 
     hn.provenance()
@@ -33,9 +37,14 @@ def main(rounds: int = 7) -> None:
            "context": context, "kv_capacity": capacity}
     pipe = hn.gemma_pipe("native", capacity)
     dec = pipe.decoder
-    if os.environ.get("NATIVE_SHAPES"):
-        dec.rebuild(dec.shapes.with_overrides(json.loads(os.environ["NATIVE_SHAPES"])))
-    res["shapes"] = str(dec.shapes)
+    again = os.environ.get("NATIVE_REBUILD", "")
+    if again not in ("", "same", "fresh"):
+        raise SystemExit(f"NATIVE_REBUILD takes 'same' or 'fresh', got {again!r}")
+    if again == "fresh":
+        K.drop_module_cache()
+    if os.environ.get("NATIVE_SHAPES") or again:
+        dec.rebuild(dec.shapes.with_overrides(json.loads(os.environ.get("NATIVE_SHAPES") or "{}")))
+    res["shapes"], res["rebuild"] = str(dec.shapes), again or ("shapes" if os.environ.get("NATIVE_SHAPES") else "")
     dec.prepare_timing(pipe.embed(prompt_ids(context), None))
     g = dec.graph(False)
     timed(dec, g)  # warm-up

@@ -111,8 +111,7 @@ def test_cluster_attention_geometry():
         with pytest.raises(K.KernelShapeError, match="attn_cluster"):
             Shapes(**bad)
     # head_dim 256 (a sub-group = a warp): 8 warps, batches of 4; smaller head dims: the class defaults
-    assert Shapes.for_head_dim(256) == Shapes(attn_threads=256, attn_batch=4, attn_clusters_global="auto",
-                                              attn_stage_q=True)
+    assert Shapes.for_head_dim(256) == Shapes(attn_threads=256, attn_batch=4, attn_clusters_global="auto")
     assert Shapes.for_head_dim(512) == Shapes.for_head_dim(256)
     assert Shapes.for_head_dim(64) == Shapes.for_head_dim(16) == Shapes()
     assert attention_blocks(Shapes.for_head_dim(256), 1072, 512, 256) == 16

@@ -145,6 +145,12 @@ def compile_module(gemvs, head_dims, clustered=(), extra=()):
     return _modules[key]
 
 
+def drop_module_cache() -> None:
+    """Forget the compiled modules: the next `compile_module` compiles and loads its module afresh (the H200 A/B
+    scripts give every variant's step a module of its own, loaded the same way)."""
+    _modules.clear()
+
+
 def ptr(a) -> np.uint64:
     """A kernel pointer argument: a CuPy array's address, or NULL for None."""
     return np.uint64(0 if a is None else a.data.ptr)

@@ -56,7 +56,8 @@ class Shapes:
     # cluster of the grid works at every position), on every layer: attn_clusters and attn_clusters_global are the
     # grid's most; more clusters pay off past ~2048 keys (docs/native_decoder.md)
     attn_stage_q: bool = False  # attention_cl's q rows loaded once a block into shared memory (SQ 1) instead of
-    # once a warp: `for_head_dim`'s default at head_dim 256 (h200_stage_q_ab_30fac40.json)
+    # once a warp: not faster at gemma3-1b's shapes (0.1-0.4% slower) once the A/B's rebuilt-step bias is out
+    # (h200_stage_q_ab_30fac40.json, h200_stage_q_ab_r2_394d079.json; docs/native_decoder.md)
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     def __post_init__(self):
@@ -84,12 +85,10 @@ class Shapes:
         keys (128 sub-groups a cluster of 16, gemma3-1b's 512-key window once over) replay its step 2% faster than
         the class defaults, measured side by side (h200_native_attn_shapes_d8128b3.json); and live clusters sized by
         the KV capacity on the layers with no window ("auto": 0.982x at context 4096, 0.999x at 1024 in the same
-        capacity, h200_live_clusters_ctx4096_ab_a0cb874.json); and the q rows staged once a block (0.989x at 1024,
-        faster in every round, h200_stage_q_ab_30fac40.json). Smaller head dims keep the class defaults (tiny's
-        step is 15% slower at 256 threads, h200_native_launch_d8128b3.json; "auto" and staged q rows are not
-        measured there)."""
+        capacity, h200_live_clusters_ctx4096_ab_a0cb874.json). Smaller head dims keep the class defaults (tiny's
+        step is 15% slower at 256 threads, h200_native_launch_d8128b3.json; "auto" is not measured there)."""
         if attention_layout(head_dim)[1] == 32:
-            return cls(attn_threads=256, attn_batch=4, attn_clusters_global="auto", attn_stage_q=True)
+            return cls(attn_threads=256, attn_batch=4, attn_clusters_global="auto")
         return cls()
 
     def clusters_for(self, window: int | None, capacity: int) -> int:

@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     // 1. q heads (and k in the warp holding key t): RMSNorm (sum over the sub-group), half-split rotary with
     // the partner dims taken from the lane (or slice) that loaded them
     float q[G][E], kn[E], vn[E], xk[E];
-    if constexpr (SQ) {  // the q rows once a block, a float4 a thread (every warp loading them all took ~3x as long,
-        // h200_cold_reader_probe_stores.json); the warp holding key t loads its k and v rows meanwhile
+    if constexpr (SQ) {  // the q rows once a block, a float4 a thread (in the cold-reader probe every warp loading
+        // them all took longer, h200_cold_reader_probe_stores.json); the warp holding key t loads its k and v rows
         const float4* s4 = reinterpret_cast<const float4*>(qkv + (size_t)g * G * HD);
         for (int i = tid; i < G * HD / 4; i += NW * 32) reinterpret_cast<float4*>(qs)[i] = __ldcg(s4 + i);
         if (tail)
