@@ -60,10 +60,17 @@ def main(name: str, variants: dict[str, dict], rounds: int = 3) -> None:
     print(json.dumps({k: summary[k] for k in ("median_of_process_medians_ms", "vs_base")}), flush=True)
 
 
-if __name__ == "__main__":
-    fresh = "--fresh" in sys.argv
-    argv = [a for a in sys.argv if a != "--fresh"]
-    variants = json.loads(argv[2])
+def parse_args(argv: list[str]) -> tuple[str, dict[str, dict], int]:
+    """NAME, the variants (with --fresh: each given NATIVE_REBUILD=fresh unless it names its own) and ROUNDS."""
+    fresh = "--fresh" in argv
+    argv = [a for a in argv if a != "--fresh"]
+    if len(argv) not in (2, 3):
+        raise SystemExit(__doc__)
+    variants = json.loads(argv[1])
     if fresh:
         variants = {v: {"NATIVE_REBUILD": "fresh", **env} for v, env in variants.items()}
-    main(argv[1], variants, int(argv[3]) if len(argv) > 3 else 3)
+    return argv[0], variants, int(argv[2]) if len(argv) > 2 else 3
+
+
+if __name__ == "__main__":
+    main(*parse_args(sys.argv[1:]))

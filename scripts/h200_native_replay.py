@@ -8,6 +8,8 @@ KV capacity instead (a short context in a long buffer, as a default load's 4096)
 the step with its shapes (new buffers and launches, the cached module), "fresh" also with its kernel module compiled
 and loaded again. A variant whose overrides change a template instance gets a second module that way; on 394d079 that
 alone timed 1.3-1.8% faster than the first (docs/native_decoder.md), so compare such variants all "fresh".
+$NATIVE_DUMMY_MODULE=1: a one-kernel module compiled, loaded and launched before the pipeline loads (is the first
+module slow for being the first one the process loads?). Set CUDA_MODULE_LOADING in a variant to vary that too.
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
@@ -35,6 +37,14 @@ def main(rounds: int = 7) -> None:
     capacity = int(os.environ.get("NATIVE_CAPACITY", hn.capacity_for(context)))
     res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
            "context": context, "kv_capacity": capacity}
+    if os.environ.get("NATIVE_DUMMY_MODULE") == "1":
+        import cupy
+
+        x = cupy.zeros(32, cupy.float32)
+        code = 'extern "C" __global__ void dummy(float* x) { x[threadIdx.x] += 1.f; }'
+        cupy.RawModule(code=code).get_function("dummy")((1,), (32,), (x,))
+        cupy.cuda.Device().synchronize()
+    res["module_loading"] = os.environ.get("CUDA_MODULE_LOADING", "(driver default)")
     pipe = hn.gemma_pipe("native", capacity)
     dec = pipe.decoder
     again = os.environ.get("NATIVE_REBUILD", "")

@@ -1,0 +1,35 @@
+"""scripts/h200_ab.py's arguments, no GPU: --fresh gives every variant, the base too, NATIVE_REBUILD=fresh (its step
+rebuilt on a kernel module loaded afresh), so that a variant with a template instance of its own is not the only
+one on a second module; a variant that names its own NATIVE_REBUILD keeps it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import h200_ab  # noqa: E402
+
+VARIANTS = '{"base": {}, "x": {"NATIVE_SHAPES": {"qkv": [8, 2]}}, "y": {"NATIVE_REBUILD": "same"}}'
+
+
+def test_fresh_gives_every_variant_a_fresh_module():
+    name, variants, rounds = h200_ab.parse_args(["ab", VARIANTS, "2", "--fresh"])
+    assert (name, rounds) == ("ab", 2)
+    assert variants == {"base": {"NATIVE_REBUILD": "fresh"},
+                        "x": {"NATIVE_REBUILD": "fresh", "NATIVE_SHAPES": {"qkv": [8, 2]}},
+                        "y": {"NATIVE_REBUILD": "same"}}
+
+
+def test_without_fresh_the_variants_are_as_given():
+    name, variants, rounds = h200_ab.parse_args(["ab", VARIANTS])
+    assert rounds == 3 and variants["base"] == {} and "NATIVE_REBUILD" not in variants["x"]
+    assert h200_ab.variant_env(variants["x"]) == {"NATIVE_SHAPES": '{"qkv": [8, 2]}'}
+
+
+def test_a_missing_argument_prints_the_usage():
+    with pytest.raises(SystemExit, match="Usage"):
+        h200_ab.parse_args(["ab"])
