@@ -88,7 +88,6 @@ def test_cluster_attention_geometry():
     assert K.cluster_splits(1072, None, 256, 256, 2, 8) == 72 and K.cluster_splits(1072, 512, 256, 256, 8, 8) == 8
     assert K.cluster_splits(1072, None, 256, 256, 8, 8, clusters=1) == 8
     assert K.cluster_name(256, 4, 2, 8, 8) == "attention_cl<256,4,2,8,8>"
-    assert K.cluster_name(256, 4, 2, 8, 8, 1) == "attention_cl<256,4,2,8,8,1>"
     sh = Shapes(attn_batch=4, attn_cluster=4, attn_clusters=0, attn_threads=256)
     assert attention_blocks(sh, 1072, 512, 256) == 16
     assert attention_blocks(Shapes(attn_batch=8, attn_cluster=8, attn_clusters=0, attn_threads=256), 1072, 512,
@@ -132,8 +131,6 @@ def test_cluster_attention_refuses_head_dim_8():
         K.attention({}, "L0.attn", None, 2, 1, 8, batch=8, cluster=16, clusters=1, **args)
     with pytest.raises(K.KernelShapeError, match="head_dim >= 16, got 8"):
         K.cluster_splits(32, None, 8, 256, 8, 16)
-    with pytest.raises(K.KernelShapeError, match="stage_q is attention_cl's"):  # the chunked kernel has no SQ
-        K.attention({}, "L0.attn", None, 2, 1, 8, batch=0, stage_q=True, **args)
     assert K.cluster_splits(32, None, 16, 256, 8, 16, clusters=1) == 16
 
 

@@ -112,8 +112,7 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
     shapes = None
     if variant != "default":  # attention_cl, finer split-K, another head shape
         shapes = Shapes(attn_batch=8, attn_cluster=8, attn_clusters=1, attn_clusters_global=2, attn_threads=128,
-                        attn_cluster_keys=64, slice_target=640, head=(4, 2), gate_up=(8, 4, 1, 3),
-                        attn_stage_q=True)
+                        attn_cluster_keys=64, slice_target=640, head=(4, 2), gate_up=(8, 4, 1, 3))
     # each token read before the next step is queued (lookahead off): dec.logits are that token's row
     dec = _decoder(folders[config, layout], shapes, sync_every=1, lookahead=False)
     plan, steps = dec.plan, 12
@@ -125,8 +124,6 @@ def test_device_loop_follows_numpy_exec(fake, folders, config, layout, variant):
         # gate|up's grid capped at 3 blocks (its shape's fourth element): fewer than its row groups (tiny: 4 of
         # 16 (gate, up) pairs), which stride over them
         assert {L.grid[0] for L in dec.body if L.name.endswith(".gate_up")} == {3}
-        # the q rows staged once a block (attn_stage_q): attention_cl's SQ instance
-        assert {L.fn.name.rsplit(",", 1)[-1] for L in dec.body if L.name.endswith(".attn")} == {"1>"}
     assert dec.kernels_per_step() == 5 * plan.num_layers + 2 and dec.counters()["kernels_per_step"] == len(dec.body) + 1
     ids = prompt_ids(10)
     x = np.asarray(dec.table)[ids] if plan.drive == "embeds" else ids

@@ -230,8 +230,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         H, I, D, nq, nkv = plan.hidden, plan.intermediate, plan.head_dim, plan.num_heads, plan.num_kv_heads
         sh = self.shapes
         gemvs = sh.gemv_instances({"qkv": H, "o": nq * D, "gate_up": H, "down": I // self.ksd, "head": H})
-        cl = ({(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32, int(sh.attn_stage_q))}
-              if sh.attn_batch else set())
+        cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         head_nv = K.loads_per_lane(H)
         bounded = BH.names(H, head_nv, bits=self.head_bits) if self.head_kind == "bounded" else ()
         fns = K.compile_module(gemvs, {D}, cl, bounded)
@@ -252,8 +251,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      counter=self.attn_counter[l * nkv:(l + 1) * nkv], out=self.attn_out,
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
                                      cluster=sh.attn_cluster, clusters=sh.clusters_for(L.window, self.max_length),
-                                     cluster_keys=sh.attn_cluster_keys,
-                                     stage_q=bool(sh.attn_stage_q)))
+                                     cluster_keys=sh.attn_cluster_keys))
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **sh.gemv("o")))
             steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
                                 delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,

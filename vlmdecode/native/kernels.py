@@ -120,11 +120,10 @@ def attention_name(head_dim: int) -> str:
     return f"attention<{head_dim}>"
 
 
-def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int, stage_q: int = 0) -> str:
-    """attention_cl<HD, G, KB, C, NW[, SQ]>: G query heads a KV head, KB keys a batch, C blocks a cluster, NW warps
-    a block; SQ 1: the q rows loaded once a block into shared memory (0, the template's default: once a warp)."""
-    sq = f",{int(stage_q)}" if stage_q else ""
-    return f"attention_cl<{head_dim},{group},{batch},{cluster},{warps}{sq}>"
+def cluster_name(head_dim: int, group: int, batch: int, cluster: int, warps: int) -> str:
+    """attention_cl<HD, G, KB, C, NW>: G query heads a KV head, KB keys a batch, C blocks a cluster, NW warps a
+    block."""
+    return f"attention_cl<{head_dim},{group},{batch},{cluster},{warps}>"
 
 
 _modules: dict = {}
@@ -132,8 +131,8 @@ _modules: dict = {}
 
 def compile_module(gemvs, head_dims, clustered=(), extra=()):
     """One RawModule holding gemv<NV,RPW,EPI,PF> for every (nv, rpw, epi[, pf = 1]) in `gemvs`, attention<HD> for
-    every head dim, attention_cl<HD,G,KB,C,NW[,SQ]> for every (hd, g, kb, c, nw[, sq]) in `clustered`, the template
-    instances named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
+    every head dim, attention_cl<HD,G,KB,C,NW> for every (hd, g, kb, c, nw) in `clustered`, the template instances
+    named in `extra` (e.g. `bounded_head.names`) and `advance`; cached per process and name set."""
     import cupy
 
     names = tuple(sorted({gemv_name(*g) for g in gemvs} | {attention_name(h) for h in head_dims}
@@ -296,12 +295,11 @@ def gemv(fns, name: str, W, n_rows: int, k_len: int, *, epi: int = EPI_PLAIN, sp
 def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, k_norm, eps: float,
               rope_cos, rope_sin, pos, K, V, window: int | None, scale: float, softcap: float | None,
               part, counter, out, chunk: int = ATTN_CHUNK, threads: int = ATTN_THREADS,
-              batch: int = 0, cluster: int = 8, clusters: int = 0, cluster_keys: int = 0,
-              stage_q: bool = False) -> Launch:
+              batch: int = 0, cluster: int = 8, clusters: int = 0, cluster_keys: int = 0) -> Launch:
     """One layer's attention launch; K, V: [1 or absent, nkv, capacity, head_dim] fp16 cache buffers.
     batch > 0: attention_cl<HD, nq / nkv, batch, cluster> over `cluster_splits(...)` blocks a KV head, of whose
-    clusters those the visible keys need at `cluster_keys` keys a cluster work (0: all), stage_q: its q rows
-    staged once a block in shared memory (attention_cl's SQ); 0: the chunked attention<HD>."""
+    clusters those the visible keys need at `cluster_keys` keys a cluster work (0: all); 0: the chunked
+    attention<HD>."""
     attention_layout(head_dim)
     if nq % nkv:
         raise KernelShapeError(f"{name}: {nq} query heads do not group over {nkv} KV heads")
@@ -309,9 +307,7 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
     if batch:
         return _attention_cl(fns, name, qkv, nq, nkv, head_dim, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V,
                              cap, window, scale, softcap, part, counter, out, threads, batch, cluster, clusters,
-                             cluster_keys, stage_q)
-    if stage_q:
-        raise KernelShapeError(f"{name}: stage_q is attention_cl's (batch > 0); the chunked kernel stages q itself")
+                             cluster_keys)
     splits = attention_splits(cap, window, chunk)
     if part.size < nq * splits * (head_dim + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * splits * (head_dim + 2)}")
@@ -328,8 +324,7 @@ def attention(fns, name: str, qkv, nq: int, nkv: int, head_dim: int, *, q_norm, 
 
 
 def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rope_sin, pos, K, V, cap, window,
-                  scale, softcap, part, counter, out, threads, batch, cluster, clusters, cluster_keys,
-                  stage_q) -> Launch:
+                  scale, softcap, part, counter, out, threads, batch, cluster, clusters, cluster_keys) -> Launch:
     if cluster_keys < 0:
         raise KernelShapeError(f"{name}: cluster_keys >= 0 (0: every cluster works), got {cluster_keys}")
     grp = nq // nkv
@@ -337,13 +332,12 @@ def _attention_cl(fns, name, qkv, nq, nkv, D, q_norm, k_norm, eps, rope_cos, rop
     ncl = splits // cluster
     if ncl > 1 and part.size < nq * ncl * (D + 2):
         raise KernelShapeError(f"{name}: attention scratch of {part.size} floats < {nq * ncl * (D + 2)}")
-    fn = fns[cluster_name(D, grp, batch, cluster, threads // 32, stage_q)]
+    fn = fns[cluster_name(D, grp, batch, cluster, threads // 32)]
     if cluster > 8:
         _allow_large_clusters(fn)
     units, np2 = split_units(D, threads), 1 << max(0, (grp * batch - 1).bit_length())
     per = -(-(grp * D // 4) // cluster)  # float4s of the output each block of a cluster combines
-    floats = (units * grp * D + 4 * cluster * per + 4 * -(-cluster * grp // 2) + (grp * D if stage_q else 0)
-              + units * np2 + 3 * units * grp)
+    floats = units * grp * D + 4 * cluster * per + 4 * -(-cluster * grp // 2) + units * np2 + 3 * units * grp
     shared = _need_shared(fn, 4 * floats)
     args, held = pack(qkv, np.int32(nq), np.int32(nkv), q_norm, k_norm, np.float32(eps), rope_cos, rope_sin, pos, K,
                       V, np.int32(cap), np.int32(window or 0), np.float32(scale), np.float32(softcap or 0.0),

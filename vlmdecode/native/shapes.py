@@ -55,9 +55,6 @@ class Shapes:
     attn_cluster_keys: int = 2048  # keys a cluster takes before the next cluster of its KV head joins (0: every
     # cluster of the grid works at every position), on every layer: attn_clusters and attn_clusters_global are the
     # grid's most; more clusters pay off past ~2048 keys (docs/native_decoder.md)
-    attn_stage_q: bool = False  # attention_cl's q rows loaded once a block into shared memory (SQ 1) instead of
-    # once a warp: not faster at gemma3-1b's shapes (0.1-0.4% slower) once the A/B's rebuilt-step bias is out
-    # (h200_stage_q_ab_30fac40.json, h200_stage_q_ab_r2_394d079.json; docs/native_decoder.md)
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     def __post_init__(self):

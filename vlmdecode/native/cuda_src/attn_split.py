@@ -7,9 +7,8 @@ the others exit at once, so a short context pays neither their blocks' work nor 
 sits at row p % capacity.
 
 Layout: a sub-group of LPK lanes holds one key row at a time (8 x VPL dims a lane, 16-byte loads), its q
-heads in registers (every warp normalises and rotates q and the new k itself: no block barrier before the
-scores; SQ 1: the block first loads its KV head's q rows once, a float4 a thread, into shared memory, one barrier,
-and every warp takes its dims from there). Sub-group `slot` of a KV head's W takes the cached keys lo + slot + W i;
+heads in registers (every warp normalises and rotates q and the new k itself: no shared memory and no
+block barrier before the scores). Sub-group `slot` of a KV head's W takes the cached keys lo + slot + W i;
 key t (the new one, never read from the cache) joins sub-group (t - lo) % W (one with the fewest) after its
 batches, from registers. Cached keys go in batches of KB; the first batch's K/V loads are issued before
 `pdl_wait` (earlier positions' rows only), and where the registers fit (KB x VPL <= 4: no spills) each next batch's
@@ -25,7 +24,7 @@ Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA
 
 CODE = r"""
 // part (live > 1 clusters a KV head): o [nq][ncl][HD] unnormalised, then (max log2, sum) [nq][ncl][2]
-template <int HD, int G, int KB, int C, int NW, int SQ = 0>
+template <int HD, int G, int KB, int C, int NW>
 __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attention_cl(
     const float* qkv_in, const int nq, const int nkv,              // qkv [(nq + 2 nkv) * HD]: q, k, v
     const float* q_norm, const float* k_norm, const float eps,     // [HD] effective, or NULL
@@ -60,8 +59,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     float* wo = reinterpret_cast<float*>(sm4);  // [UNITS][G][HD] each sub-group's unnormalised o
     float4* rx = reinterpret_cast<float4*>(wo + UNITS * G * HD);  // [C][PER] the cluster's blocks' o, my slice
     float2* rxm = reinterpret_cast<float2*>(rx + C * PER);         // [C][G] their (max, sum)
-    float* qs = reinterpret_cast<float*>(rxm + (C * G + 1) / 2 * 2);  // SQ: [G][HD] this KV head's q rows
-    float* pb = qs + (SQ ? G * HD : 0);         // [UNITS][NP] a batch's probabilities
+    float* pb = reinterpret_cast<float*>(rxm + (C * G + 1) / 2 * 2);  // [UNITS][NP] a batch's probabilities
     float* ab = pb + UNITS * NP;                // [UNITS][G] a batch's rescale of o
     float* mb = ab + UNITS * G;                 // [UNITS][G] running max (log2 domain)
     float* wl = mb + UNITS * G;                 // [UNITS][G] running sum
@@ -117,19 +115,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     asm volatile("mov.b64 %0, %1;" : "=l"(qkv) : "l"(qkv_in) : "memory");
     // 1. q heads (and k in the warp holding key t): RMSNorm (sum over the sub-group), half-split rotary with
     // the partner dims taken from the lane (or slice) that loaded them
-    float q[G][E], kn[E], vn[E], xk[E];
-    if constexpr (SQ) {  // the q rows once a block, a float4 a thread (in the cold-reader probe every warp loading
-        // them all took longer, h200_cold_reader_probe_stores.json); the warp holding key t loads its k and v rows
-        const float4* s4 = reinterpret_cast<const float4*>(qkv + (size_t)g * G * HD);
-        for (int i = tid; i < G * HD / 4; i += NW * 32) reinterpret_cast<float4*>(qs)[i] = __ldcg(s4 + i);
-        if (tail)
-#pragma unroll
-            for (int v = 0; v < VPL; ++v) {
-                ld8_cg(qkv + (size_t)(nq + g) * HD + dd[v], xk + 8 * v);
-                ld8_cg(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
-            }
-        __syncthreads();
-    }
+    float q[G][E], kn[E], vn[E];
 #pragma unroll
     for (int r = 0; r <= G; ++r) {
         if (r == G && !tail) break;
@@ -137,13 +123,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
         const float* w = r < G ? q_norm : k_norm;
         float x[E], xp[E];
 #pragma unroll
-        for (int v = 0; v < VPL; ++v) {
-            if (!SQ) ld8_cg(s + dd[v], x + 8 * v);
-            else if (r < G) ld8(qs + r * HD + dd[v], x + 8 * v);
-            else
-#pragma unroll
-                for (int e = 0; e < 8; ++e) x[8 * v + e] = xk[8 * v + e];
-        }
+        for (int v = 0; v < VPL; ++v) ld8_cg(s + dd[v], x + 8 * v);
         partner_dims<VPL, LPK>(x, xp);  // each row read once per lane: half the L2 bytes of loading dp too
         float inv = 1.f;
         if (w != NULL) {
@@ -169,7 +149,7 @@ __global__ void __launch_bounds__(NW * 32, 1) __cluster_dims__(C, 1, 1) attentio
     if (tail) {
 #pragma unroll
         for (int v = 0; v < VPL; ++v) {
-            if (!SQ) ld8_cg(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
+            ld8_cg(qkv + (size_t)(nq + nkv + g) * HD + dd[v], vn + 8 * v);
 #pragma unroll
             for (int e = 0; e < 8; ++e) vn[8 * v + e] = __half2float(__float2half_rn(vn[8 * v + e]));
         }
