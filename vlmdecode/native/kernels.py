@@ -145,9 +145,13 @@ def compile_module(gemvs, head_dims, clustered=(), extra=()):
 
 
 def drop_module_cache() -> None:
-    """Forget the compiled modules: the next `compile_module` compiles and loads its module afresh (the H200 A/B
-    scripts give every variant's step a module of its own, loaded the same way)."""
+    """Forget the compiled modules, ours and CuPy's memo of them (`cupy.clear_memo`: CuPy keeps one module per
+    source, options and names), so that the next `compile_module` loads its module afresh (from CuPy's disk cache):
+    the H200 A/B scripts give every variant's step a module of its own, loaded the same way."""
+    import cupy
+
     _modules.clear()
+    cupy.clear_memo()
 
 
 def ptr(a) -> np.uint64:
