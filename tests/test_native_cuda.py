@@ -480,6 +480,24 @@ def test_attention_cl_reads_qkv_after_the_previous_kernel_under_pdl(D, nq, nkv):
         assert np.abs(Kc[:, t].astype(np.float64) - rK[:, t]).max() <= 2e-3 * np.abs(rK[:, t]).max()
 
 
+def test_drop_module_cache_loads_the_module_afresh():
+    """compile_module hands back its module while cached; after drop_module_cache (ours and CuPy's memo) the same
+    names come from a module loaded again, and the dropped one, still held, still runs."""
+    a = K.compile_module(set(), {16})
+    assert K.compile_module(set(), {16}) is a
+    held = K.drop_module_cache()
+    b = K.compile_module(set(), {16})
+    assert any(h is a for h in held) and b is not a
+    assert b["advance"].module.ptr != a["advance"].module.ptr
+    for fns in (a, b):  # advance with nothing to pick: the position moves on
+        pos, t = cupy.zeros(1, cupy.int64), cupy.asarray([3], cupy.int64)
+        ring, n = cupy.full(2, -7, cupy.int64), cupy.zeros(1, cupy.int64)
+        table, x = cupy.zeros((4, 8), cupy.float16), cupy.zeros(8, cupy.float16)
+        K.advance(fns, None, None, 0, table=table, hidden=8, x_out=x, ring=ring, n_dev=n, pos=pos, t_dev=t,
+                  given=cupy.asarray([1], cupy.int64))()
+        assert int(t.get()[0]) == 4 and int(pos.get()[0]) == 3
+
+
 def test_advance_given_and_table():
     fns = _fns()
     H, V = 40, 9

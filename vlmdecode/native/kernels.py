@@ -144,14 +144,17 @@ def compile_module(gemvs, head_dims, clustered=(), extra=()):
     return _modules[key]
 
 
-def drop_module_cache() -> None:
+def drop_module_cache() -> list:
     """Forget the compiled modules, ours and CuPy's memo of them (`cupy.clear_memo`: CuPy keeps one module per
     source, options and names), so that the next `compile_module` loads its module afresh (from CuPy's disk cache):
-    the H200 A/B scripts give every variant's step a module of its own, loaded the same way."""
+    the H200 A/B scripts give every variant's step a module of its own, loaded the same way. Returns the forgotten
+    modules' functions: a module stays loaded while something holds them."""
     import cupy
 
+    dropped = list(_modules.values())
     _modules.clear()
     cupy.clear_memo()
+    return dropped
 
 
 def ptr(a) -> np.uint64:
