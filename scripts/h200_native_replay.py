@@ -10,6 +10,8 @@ and loaded again. A variant whose overrides change a template instance gets a se
 alone timed 1.3-1.8% faster than the first (docs/native_decoder.md), so compare such variants all "fresh".
 $NATIVE_DUMMY_MODULE=1: a one-kernel module compiled, loaded and launched before the pipeline loads (is the first
 module slow for being the first one the process loads?). Set CUDA_MODULE_LOADING in a variant to vary that too.
+$NATIVE_RELOADS=N: after the measurement, N more in the same process, each on the step rebuilt on a module loaded
+afresh (the earlier ones kept loaded) -> "reloads": the module order's effect within one process.
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
@@ -55,12 +57,24 @@ def main(rounds: int = 7) -> None:
     if os.environ.get("NATIVE_SHAPES") or again:
         dec.rebuild(dec.shapes.with_overrides(json.loads(os.environ.get("NATIVE_SHAPES") or "{}")))
     res["shapes"], res["rebuild"] = str(dec.shapes), again or ("shapes" if os.environ.get("NATIVE_SHAPES") else "")
-    dec.prepare_timing(pipe.embed(prompt_ids(context), None))
-    g = dec.graph(False)
-    timed(dec, g)  # warm-up
-    res["replay_ms"] = [timed(dec, g) for _ in range(rounds)]
+    x = pipe.embed(prompt_ids(context), None)
+
+    def measure() -> list[float]:
+        dec.prepare_timing(x)
+        g = dec.graph(False)
+        timed(dec, g)  # warm-up
+        return [timed(dec, g) for _ in range(rounds)]
+
+    res["replay_ms"] = measure()
     res["replay_ms_median"] = float(np.median(res["replay_ms"]))
     print(json.dumps({k: res[k] for k in ("replay_ms_median", "replay_ms")}), flush=True)
+    res["reloads"] = []
+    for i in range(int(os.environ.get("NATIVE_RELOADS", "0"))):
+        held += K.drop_module_cache()
+        dec.rebuild(dec.shapes)
+        ms = measure()
+        res["reloads"].append({"module": i + 2, "replay_ms": ms, "replay_ms_median": float(np.median(ms))})
+        print(json.dumps(res["reloads"][-1]), flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)
     (hn.OUT / "h200_native_replay.json").write_text(json.dumps(res, indent=2, default=str))
 
