@@ -42,9 +42,9 @@ def main(rounds: int = 7) -> None:
     if os.environ.get("NATIVE_DUMMY_MODULE") == "1":
         import cupy
 
-        x = cupy.zeros(32, cupy.float32)
+        buf = cupy.zeros(32, cupy.float32)
         code = 'extern "C" __global__ void dummy(float* x) { x[threadIdx.x] += 1.f; }'
-        cupy.RawModule(code=code).get_function("dummy")((1,), (32,), (x,))
+        cupy.RawModule(code=code).get_function("dummy")((1,), (32,), (buf,))
         cupy.cuda.Device().synchronize()
     res["module_loading"] = os.environ.get("CUDA_MODULE_LOADING", "(driver default)")
     pipe = hn.gemma_pipe("native", capacity)
