@@ -12,6 +12,8 @@ $NATIVE_DUMMY_MODULE=1: a one-kernel module compiled, loaded and launched before
 module slow for being the first one the process loads?). Set CUDA_MODULE_LOADING in a variant to vary that too.
 $NATIVE_RELOADS=N: after the measurement, N more in the same process, each on the step rebuilt on a module loaded
 afresh (the earlier ones kept loaded) -> "reloads": the module order's effect within one process.
+$NATIVE_PAD_KERNELS=a,b,...: before reload i, a module of the i-th count (cycled) of unrolled kernels loaded and
+launched, shifting where the next module's code lands (does the code's address matter?).
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
@@ -30,6 +32,25 @@ import h200_native as hn  # noqa: E402  (fixtures, provenance; nothing runs at i
 from h200_native_ablate import timed  # noqa: E402
 
 
+def pad_module(n: int):
+    """A loaded module of n kernels, each a few KB of unrolled code, launched once (so lazy loading places it)."""
+    import cupy
+
+    body = (
+        "float v = x[threadIdx.x];\n#pragma unroll\nfor (int i = 0; i < 256; ++i) v = v * 1.0001f + (float)(i ^ K);\n"
+    )
+    code = "".join(
+        f'extern "C" __global__ void pad{k}(float* x) {{ const int K = {k}; {body} x[threadIdx.x] = v; }}\n'
+        for k in range(n)
+    )
+    mod = cupy.RawModule(code=code)
+    buf = cupy.zeros(32, cupy.float32)
+    for k in range(n):
+        mod.get_function(f"pad{k}")((1,), (32,), (buf,))
+    cupy.cuda.Device().synchronize()
+    return mod
+
+
 def main(rounds: int = 7) -> None:
     from vlmdecode.native import kernels as K
     from vlmdecode.profiling import prompt_ids
@@ -37,8 +58,12 @@ def main(rounds: int = 7) -> None:
     hn.provenance()
     context = int(os.environ.get("NATIVE_CONTEXT", hn.CONTEXT))
     capacity = int(os.environ.get("NATIVE_CAPACITY", hn.capacity_for(context)))
-    res = {"provenance": hn.results.get("provenance"), "command": " ".join(sys.argv),
-           "context": context, "kv_capacity": capacity}
+    res = {
+        "provenance": hn.results.get("provenance"),
+        "command": " ".join(sys.argv),
+        "context": context,
+        "kv_capacity": capacity,
+    }
     if os.environ.get("NATIVE_DUMMY_MODULE") == "1":
         import cupy
 
@@ -69,11 +94,17 @@ def main(rounds: int = 7) -> None:
     res["replay_ms_median"] = float(np.median(res["replay_ms"]))
     print(json.dumps({k: res[k] for k in ("replay_ms_median", "replay_ms")}), flush=True)
     res["reloads"] = []
+    pads = [int(v) for v in os.environ.get("NATIVE_PAD_KERNELS", "").split(",") if v]
     for i in range(int(os.environ.get("NATIVE_RELOADS", "0"))):
         held += K.drop_module_cache()
+        if pads:  # a module of pads[i % len] unrolled kernels loaded first: does the next module's code address matter?
+            held.append(pad_module(pads[i % len(pads)]))
         dec.rebuild(dec.shapes)
         ms = measure()
-        res["reloads"].append({"module": i + 2, "replay_ms": ms, "replay_ms_median": float(np.median(ms))})
+        pad = pads[i % len(pads)] if pads else 0
+        res["reloads"].append(
+            {"module": i + 2, "pad_kernels": pad, "replay_ms": ms, "replay_ms_median": float(np.median(ms))}
+        )
         print(json.dumps(res["reloads"][-1]), flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)
     (hn.OUT / "h200_native_replay.json").write_text(json.dumps(res, indent=2, default=str))
