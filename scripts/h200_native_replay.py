@@ -13,7 +13,8 @@ module slow for being the first one the process loads?). Set CUDA_MODULE_LOADING
 $NATIVE_RELOADS=N: after the measurement, N more in the same process, each on the step rebuilt on a module loaded
 afresh (the earlier ones kept loaded) -> "reloads": the module order's effect within one process.
 $NATIVE_PAD_KERNELS=a,b,...: before reload i, a module of the i-th count (cycled) of unrolled kernels loaded and
-launched, shifting where the next module's code lands (does the code's address matter?).
+launched, shifting where the next module's code lands (does the code's address matter?). $NATIVE_RELOADS_FREE=1:
+each dropped module let go (unloaded once the rebuild no longer holds it) instead of held.
 Writes $OUT/h200_native_replay.json. Usage: OUT=/tmp/out python3 scripts/h200_native_replay.py
 """
 
@@ -95,15 +96,26 @@ def main(rounds: int = 7) -> None:
     print(json.dumps({k: res[k] for k in ("replay_ms_median", "replay_ms")}), flush=True)
     res["reloads"] = []
     pads = [int(v) for v in os.environ.get("NATIVE_PAD_KERNELS", "").split(",") if v]
+    free = (
+        os.environ.get("NATIVE_RELOADS_FREE") == "1"
+    )  # the dropped module unloaded, not held: does the next reuse its place?
     for i in range(int(os.environ.get("NATIVE_RELOADS", "0"))):
-        held += K.drop_module_cache()
+        dropped = K.drop_module_cache()
+        held += [] if free else dropped
+        del dropped
         if pads:  # a module of pads[i % len] unrolled kernels loaded first: does the next module's code address matter?
             held.append(pad_module(pads[i % len(pads)]))
         dec.rebuild(dec.shapes)
         ms = measure()
         pad = pads[i % len(pads)] if pads else 0
         res["reloads"].append(
-            {"module": i + 2, "pad_kernels": pad, "replay_ms": ms, "replay_ms_median": float(np.median(ms))}
+            {
+                "module": i + 2,
+                "pad_kernels": pad,
+                "earlier_freed": free,
+                "replay_ms": ms,
+                "replay_ms_median": float(np.median(ms)),
+            }
         )
         print(json.dumps(res["reloads"][-1]), flush=True)
     hn.OUT.mkdir(parents=True, exist_ok=True)
