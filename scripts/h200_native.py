@@ -202,6 +202,28 @@ def gemma_native():
     return gemma_pipe("native")
 
 
+HELD_MODULES: list = []  # kernel modules dropped from the cache but kept loaded (so the next load lands elsewhere)
+
+
+def rebuild_from_env(dec) -> str:
+    """The step rebuilt as $NATIVE_SHAPES (JSON Shapes overrides) and $NATIVE_REBUILD say: "same" rebuilds on the
+    cached module (new buffers and launches), "fresh" on a module compiled and loaded again (the first kept loaded,
+    in HELD_MODULES), "fresh_free" the same with the first let go (so the load after it can take its place).
+    Returns what was done ("" for nothing)."""
+    from vlmdecode.native import kernels as K
+
+    again, shapes = os.environ.get("NATIVE_REBUILD", ""), os.environ.get("NATIVE_SHAPES") or ""
+    if again not in ("", "same", "fresh", "fresh_free"):
+        raise SystemExit(f"NATIVE_REBUILD takes 'same', 'fresh' or 'fresh_free', got {again!r}")
+    dropped = K.drop_module_cache() if again.startswith("fresh") else []
+    if again == "fresh":
+        HELD_MODULES.extend(dropped)
+    del dropped
+    if shapes or again:
+        dec.rebuild(dec.shapes.with_overrides(json.loads(shapes or "{}")))
+    return again or ("shapes" if shapes else "")
+
+
 @part("parity_gemma3_1b")
 def parity_gemma():
     from vlmdecode.profiling import prompt_ids

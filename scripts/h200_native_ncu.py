@@ -44,12 +44,12 @@ CONTEXT, CAPACITY = h200_native.CONTEXT, h200_native.CAPACITY
 
 def native_prepared():
     """The gemma3-1b native decoder after a CONTEXT-token prompt (prefilled, first token picked); $NATIVE_SHAPES:
-    Shapes overrides (JSON) for the step profiled."""
+    Shapes overrides (JSON) for the step profiled; $NATIVE_REBUILD: the step rebuilt on the cached module or on one
+    loaded afresh (h200_native.rebuild_from_env)."""
     from vlmdecode.profiling import prompt_ids
 
     pipe = h200_native.gemma_native()
-    if os.environ.get("NATIVE_SHAPES"):  # Shapes overrides as JSON, e.g. {"gate_up": [8, 2, 1]}
-        pipe.decoder.rebuild(pipe.decoder.shapes.with_overrides(json.loads(os.environ["NATIVE_SHAPES"])))
+    h200_native.rebuild_from_env(pipe.decoder)
     pipe.decoder.prepare_timing(pipe.embed(prompt_ids(CONTEXT), None))
     return pipe
 

@@ -6,8 +6,9 @@ Shapes overrides (JSON, e.g. '{"qkv": [8, 2]}', `Shapes.with_overrides`) for the
 step at that context instead (KV capacity context + 48, as h200_native.py's context-4096 part); $NATIVE_CAPACITY: that
 KV capacity instead (a short context in a long buffer, as a default load's 4096); $NATIVE_REBUILD: "same" rebuilds
 the step with its shapes (new buffers and launches, the cached module), "fresh" also with its kernel module compiled
-and loaded again. A variant whose overrides change a template instance gets a second module that way; on 394d079 that
-alone timed 1.3-1.8% faster than the first (docs/native_decoder.md), so compare such variants all "fresh".
+and loaded again, "fresh_free" so with the first module let go (h200_native.rebuild_from_env). A variant whose
+overrides change a template instance gets a second module that way; on 394d079 that alone timed 1.3-1.8% faster
+than the first (docs/native_decoder.md), so compare such variants all "fresh".
 $NATIVE_DUMMY_MODULE=1: a one-kernel module compiled, loaded and launched before the pipeline loads (is the first
 module slow for being the first one the process loads?). Set CUDA_MODULE_LOADING in a variant to vary that too.
 $NATIVE_RELOADS=N: after the measurement, N more in the same process, each on the step rebuilt on a module loaded
@@ -75,14 +76,9 @@ def main(rounds: int = 7) -> None:
     res["module_loading"] = os.environ.get("CUDA_MODULE_LOADING", "(driver default)")
     pipe = hn.gemma_pipe("native", capacity)
     dec = pipe.decoder
-    again = os.environ.get("NATIVE_REBUILD", "")
-    if again not in ("", "same", "fresh"):
-        raise SystemExit(f"NATIVE_REBUILD takes 'same' or 'fresh', got {again!r}")
-    held = K.drop_module_cache() if again == "fresh" else []  # the first module stays loaded, as a variant's would
-    res["modules_held"] = len(held)
-    if os.environ.get("NATIVE_SHAPES") or again:
-        dec.rebuild(dec.shapes.with_overrides(json.loads(os.environ.get("NATIVE_SHAPES") or "{}")))
-    res["shapes"], res["rebuild"] = str(dec.shapes), again or ("shapes" if os.environ.get("NATIVE_SHAPES") else "")
+    res["rebuild"] = hn.rebuild_from_env(dec)  # NATIVE_SHAPES, NATIVE_REBUILD
+    held = hn.HELD_MODULES
+    res["modules_held"], res["shapes"] = len(held), str(dec.shapes)
     x = pipe.embed(prompt_ids(context), None)
 
     def measure() -> list[float]:

@@ -8,7 +8,8 @@ advance, and checked by name), summed over its launches: time, DRAM bytes and TB
 instructions, shared-memory wavefronts, and each stall reason's share of the warps' resident cycles
 (`smsp__warps_issue_stalled_<reason>` over their sum, `selected` being the cycles that issued). The reasons this
 ncu does not know are left out and listed. $NATIVE_SHAPES (JSON Shapes overrides, as h200_native_ncu.py) profiles
-another step shape; --tag names the file.
+another step shape, $NATIVE_REBUILD=fresh the step on a kernel module loaded afresh (h200_native.rebuild_from_env);
+--tag names the file.
 Writes $OUT/h200_native_stalls[_TAG].json. Not here: the step's time (a replayed step overlaps its kernels).
 Usage: OUT=/tmp/out python3 scripts/h200_native_stalls.py [--tag TAG]
 """
@@ -103,6 +104,7 @@ def main() -> None:
     prov["ncu"] = hnc.ncu_version()
     prov["command"] = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     result = {"provenance": prov, "native_shapes": os.environ.get("NATIVE_SHAPES", ""),
+              "native_rebuild": os.environ.get("NATIVE_REBUILD", ""),
               "method": "ncu --cache-control none --clock-control none --metrics " + ",".join(metrics)
                         + "; one uncaptured native step after warm-up, kernels serialized",
               "context": hnc.CONTEXT, "kv_capacity": hnc.CAPACITY, "kernels": len(kernels),
