@@ -18,6 +18,8 @@ view of each block, medians). The stamped graph's replay time beside the decoder
 stamps perturb.
 --context N: the step at context N (KV capacity N + 48, as h200_native.py's context-4096 part) instead of 1024.
 --shapes JSON: Shapes overrides for the step (`Shapes.with_overrides`, e.g. '{"o": [8, 2]}'); --tag TAG names the file.
+$NATIVE_REBUILD (h200_native.rebuild_from_env): "fresh" puts the decoder's own graph on a module loaded after its
+first, as every stamped build is; without it the decoder graph runs on the first module's place, ~1% slower.
 --variants JSON ('{"name": ["-DVLM_X", "nopdl:attn", ...]}'): stamped builds of source variants (or of kernel
 classes launched without PDL) beside the plain stamped one (an entry "nostamps": built without stamps and only
 replay-timed, the unstamped side by side with the decoder's own graph),
@@ -210,6 +212,9 @@ def main(samples: int = 7, back_to_back: int = 10, rounds: int = 5) -> None:
     dec = pipe.decoder
     if "--shapes" in sys.argv:
         dec.rebuild(dec.shapes.with_overrides(json.loads(sys.argv[sys.argv.index("--shapes") + 1])))
+    # NATIVE_REBUILD=fresh: the decoder's graph too on a module loaded after its first, as the stamped builds are
+    # (the first module's place replays ~1% slower, h200_module_freed_reloads_c69763e.json)
+    res["rebuild"] = hn.rebuild_from_env(dec)
     # --variants '{"name": ["-DVLM_X", ...]}': stamped builds of source variants beside the plain stamped one
     variants = {"stamped": [], **(json.loads(sys.argv[sys.argv.index("--variants") + 1])
                                   if "--variants" in sys.argv else {})}
