@@ -3,7 +3,7 @@
 # kernels on the slow module slot against a fast one, under Nsight Compute's warp-state counters. In one process the
 # decoder's first module is slow and a module loaded after it fast; freed, its place is taken by the next load, which
 # is slow again (h200_module_freed_reloads_c69763e.json). Which kernels lose the 5-10 us, and waiting for
-# what (no_instruction: code fetch; imc_miss: constants; long_scoreboard: data)? Serialized kernels (ncu), caches as found.
+# what (no_instruction: code fetch; long_scoreboard: data)? Serialized kernels (ncu), caches as found.
 # -> $OUT/h200_native_stalls_slot_a_<sha>.json (the first module), $OUT/h200_native_stalls_slot_b_<sha>.json (fresh)
 set -o pipefail
 . scripts/h200_requests/preamble.sh
