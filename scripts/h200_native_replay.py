@@ -92,9 +92,8 @@ def main(rounds: int = 7) -> None:
     print(json.dumps({k: res[k] for k in ("replay_ms_median", "replay_ms")}), flush=True)
     res["reloads"] = []
     pads = [int(v) for v in os.environ.get("NATIVE_PAD_KERNELS", "").split(",") if v]
-    free = (
-        os.environ.get("NATIVE_RELOADS_FREE") == "1"
-    )  # the dropped module unloaded, not held: does the next reuse its place?
+    # NATIVE_RELOADS_FREE=1: each dropped module let go, not held (does the load after next take its place?)
+    free = os.environ.get("NATIVE_RELOADS_FREE") == "1"
     for i in range(int(os.environ.get("NATIVE_RELOADS", "0"))):
         dropped = K.drop_module_cache()
         held += [] if free else dropped
