@@ -5,8 +5,9 @@ and a freed place is taken again by the load after next, h200_module_freed_reloa
 The probe: a module of CHAIN kernels, each KB KB of straight-line FFMAs (h200_code_fetch_probe.py's bodies), 132
 blocks of 8 warps, launched one after another as a layer's kernels are. In the `cold` case each round first reads
 192 MB through L2 (`l2_sweep`, from a module of its own that stays put), so the bodies' code and its translations are
-as cold as the step's after a layer's weights; in the `warm` case the rounds follow one another directly. A graph of
-REPS rounds is timed with events (ms a round; for `cold` less the sweeps alone), and each body's thread 0 stamps its
+cold; in `cold_cs` that read is made with __ldcs (evict-first), as the step's GEMVs read their weights (does code
+survive such a stream in L2?); in the `warm` case the rounds follow one another directly. A graph of
+REPS rounds is timed with events (us a round; after a read, less the reads alone), and each body's thread 0 stamps its
 start and the end of its FFMAs (median us over blocks, rounds and replays).
 The places: copy 0 of the module is loaded first and measured; then each next copy (the same code, a comment apart, so
 CuPy compiles it as a module of its own) is loaded while the one before it is held, measured, and the one before is
@@ -32,6 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from h200_code_fetch_probe import GRID, HEAD, STREAM_BYTES, body  # noqa: E402  (the bodies, the L2 sweep)
 
 REPS, REPLAYS, ROUNDS = 8, 3, 5
+# the step's weight stream: the same read as l2_sweep with __ldcs (evict-first), as the GEMVs load their weights
+SWEEP_CS = (HEAD.replace("l2_sweep", "l2_sweep_cs").replace("const uint4 v = w[i];", "const uint4 v = __ldcs(w + i);")
+            .replace("(plain loads: the lines stay in L2 and push out what was there)", "(__ldcs: evict-first)"))
+CONDS = ("cold", "cold_cs", "warm")
 
 
 def arg(name: str, default: int) -> int:
@@ -55,22 +60,19 @@ def main() -> None:
 
     chain, kb, copies, held = arg("--chain", 5), arg("--kb", 32), arg("--copies", 7), "--held" in sys.argv
     stream = cupy.cuda.Stream(non_blocking=True)
-    sweep_mod = cupy.RawModule(code=HEAD)
-    sweep_fn = sweep_mod.get_function("l2_sweep")
+    sweep_mod = cupy.RawModule(code=HEAD + SWEEP_CS)
+    sweep_fns = {"cold": sweep_mod.get_function("l2_sweep"), "cold_cs": sweep_mod.get_function("l2_sweep_cs")}
     sweep = cupy.zeros(STREAM_BYTES // 4, cupy.uint32)
     usink, sink = cupy.zeros(4, cupy.uint32), cupy.zeros(1024, cupy.float32)
     stamps = cupy.zeros((REPS, chain, GRID, 2), cupy.uint64)
     b, c = np.float32(0.999), np.float32(1e-3)
 
-    def sweep_launch():
-        return K.Launch("sweep", sweep_fn, (528, 1, 1), (256, 1, 1),
-                        (K.ptr(sweep), np.int64(sweep.nbytes // 16), K.ptr(usink)), 0, sweep.nbytes)
-
-    def graph_of(fns, cold: bool):
+    def graph_of(fns, cond: str):
         launches = []
         for r in range(REPS):
-            if cold:
-                launches.append(sweep_launch())
+            if cond in sweep_fns:
+                launches.append(K.Launch("sweep", sweep_fns[cond], (528, 1, 1), (256, 1, 1),
+                                         (K.ptr(sweep), np.int64(sweep.nbytes // 16), K.ptr(usink)), 0, sweep.nbytes))
             for j, fn in enumerate(fns):
                 st = stamps.data.ptr + (r * chain + j) * GRID * 16
                 launches.append(K.Launch(f"body{j}", fn, (GRID, 1, 1), (256, 1, 1),
@@ -79,7 +81,7 @@ def main() -> None:
             launch.prepare()
         return K.capture(stream, lambda: [launch() for launch in launches]), launches
 
-    sweeps_alone, _keep = graph_of([], True)
+    sweeps_alone = {cond: graph_of([], cond) for cond in sweep_fns}  # (graph, launches): subtracted, kept alive
     res: dict = {"provenance": {**native_kernel_bench.provenance(), "command": " ".join(sys.argv),
                                 "method": __doc__.split("The probe: ")[1].split("Writes")[0].strip()},
                  "chain": chain, "kb": kb, "reps": REPS, "held": held, "copies": []}
@@ -87,21 +89,20 @@ def main() -> None:
     def measure(mod, copy: int) -> dict:
         fns = [mod.get_function(f"body{j}") for j in range(chain)]
         row: dict = {"copy": copy}
-        for cond in ("cold", "warm"):
-            graph, launches = graph_of(fns, cond == "cold")
+        for cond in CONDS:
+            graph, launches = graph_of(fns, cond)
             ms = []
             for _ in range(ROUNDS):
                 t = graph_ms(cupy, stream, graph, 20)
-                ms.append((t - graph_ms(cupy, stream, sweeps_alone, 20)) if cond == "cold" else t)
+                ms.append(t - graph_ms(cupy, stream, sweeps_alone[cond][0], 20) if cond in sweep_fns else t)
             reps = list(native_kernel_bench.replayed_stamps(graph, stream, stamps, REPLAYS))  # [REPS, chain, GRID, 2]
             body_us = [statistics.median(float(np.median(s[r, j, :, 1] - s[r, j, :, 0])) / 1e3
                                          for s in reps for r in range(REPS)) for j in range(chain)]
             row[cond] = {"round_us": float(np.median(ms)) * 1e3 / REPS, "round_us_by_rep": [m * 1e3 / REPS for m in ms],
                          "body_us": body_us}
             del graph, launches
-        print(f"copy {copy}: cold {row['cold']['round_us']:.2f} us a round (bodies "
-              f"{sum(row['cold']['body_us']):.2f}), warm {row['warm']['round_us']:.2f} "
-              f"({sum(row['warm']['body_us']):.2f})", flush=True)
+        print(f"copy {copy}: " + ", ".join(f"{cond} {row[cond]['round_us']:.2f} us a round (bodies "
+                                            f"{sum(row[cond]['body_us']):.2f})" for cond in CONDS), flush=True)
         return row
 
     mods = []

@@ -17,3 +17,7 @@ def test_copies_differ_by_their_first_line_only():
     assert a != b and a.splitlines()[1:] == b.splitlines()[1:]
     assert re.findall(r"void (body\d+)\(", a) == ["body0", "body1", "body2"]
     assert a.count("fmaf(") == 3 * 4 * 1024 // 16  # 4 KB of 16-byte FFMAs a kernel
+
+
+def test_the_evict_first_sweep_is_the_plain_one_with_ldcs():
+    assert "void l2_sweep_cs(" in P.SWEEP_CS and "__ldcs(w + i)" in P.SWEEP_CS and "w[i]" not in P.SWEEP_CS
