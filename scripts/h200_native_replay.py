@@ -9,8 +9,9 @@ the step with its shapes (new buffers and launches, the cached module), "fresh" 
 and loaded again, "fresh_free" so with the first module let go (h200_native.rebuild_from_env). A variant whose
 overrides change a template instance gets a second module that way; on 394d079 that alone timed 1.3-1.8% faster
 than the first (docs/native_decoder.md), so compare such variants all "fresh".
-$NATIVE_DUMMY_MODULE=1: a one-kernel module compiled, loaded and launched before the pipeline loads (is the first
-module slow for being the first one the process loads?). Set CUDA_MODULE_LOADING in a variant to vary that too.
+$NATIVE_DUMMY_MODULE=1: a one-kernel module (pad_module(1)) compiled, loaded and launched before the pipeline loads
+(is the first module slow for being the first one the process loads?). Set CUDA_MODULE_LOADING in a variant to vary
+that too.
 $NATIVE_RELOADS=N: after the measurement, N more in the same process, each on the step rebuilt on a module loaded
 afresh (the earlier ones kept loaded) -> "reloads": the module order's effect within one process.
 $NATIVE_PAD_KERNELS=a,b,...: before reload i, a module of the i-th count (cycled) of unrolled kernels loaded and
@@ -66,19 +67,13 @@ def main(rounds: int = 7) -> None:
         "context": context,
         "kv_capacity": capacity,
     }
-    if os.environ.get("NATIVE_DUMMY_MODULE") == "1":
-        import cupy
-
-        buf = cupy.zeros(32, cupy.float32)
-        code = 'extern "C" __global__ void dummy(float* x) { x[threadIdx.x] += 1.f; }'
-        cupy.RawModule(code=code).get_function("dummy")((1,), (32,), (buf,))
-        cupy.cuda.Device().synchronize()
+    if os.environ.get("NATIVE_DUMMY_MODULE") == "1":  # a one-kernel module loaded first, held for the process
+        hn.HELD_MODULES.append(pad_module(1))
     res["module_loading"] = os.environ.get("CUDA_MODULE_LOADING", "(driver default)")
     pipe = hn.gemma_pipe("native", capacity)
     dec = pipe.decoder
     res["rebuild"] = hn.rebuild_from_env(dec)  # NATIVE_SHAPES, NATIVE_REBUILD
-    held = hn.HELD_MODULES
-    res["modules_held"], res["shapes"] = len(held), str(dec.shapes)
+    res["modules_held"], res["shapes"] = len(hn.HELD_MODULES), str(dec.shapes)
     x = pipe.embed(prompt_ids(context), None)
 
     def measure() -> list[float]:
@@ -96,13 +91,13 @@ def main(rounds: int = 7) -> None:
     free = os.environ.get("NATIVE_RELOADS_FREE") == "1"
     for i in range(int(os.environ.get("NATIVE_RELOADS", "0"))):
         dropped = K.drop_module_cache()
-        held += [] if free else dropped
+        hn.HELD_MODULES.extend([] if free else dropped)
         del dropped
-        if pads:  # a module of pads[i % len] unrolled kernels loaded first: does the next module's code address matter?
-            held.append(pad_module(pads[i % len(pads)]))
+        pad = pads[i % len(pads)] if pads else 0
+        if pad:  # a module of `pad` unrolled kernels loaded first: does the next module's code address matter?
+            hn.HELD_MODULES.append(pad_module(pad))
         dec.rebuild(dec.shapes)
         ms = measure()
-        pad = pads[i % len(pads)] if pads else 0
         res["reloads"].append(
             {
                 "module": i + 2,
