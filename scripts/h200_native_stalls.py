@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -47,16 +48,21 @@ def known_metrics() -> set[str]:
     return {line.split()[0] for line in r.stdout.splitlines() if line.strip() and not line.startswith(("-", " "))}
 
 
-def launch_class(i: int, n: int) -> str:
-    """The class of launch i of a step of n launches: 5 a layer, then the LM head and advance."""
-    return CLASSES[i % 5] if i < n - 2 else ("head", "advance")[i - (n - 2)]
+def launch_class(i: int, layer_launches: int, name: str) -> str:
+    """The class of launch i: 5 a layer, then the LM head's launches (the full head's GEMV, or the bounded head's
+    head_bound and head_pick) and advance, each tail launch named by its kernel."""
+    if i < layer_launches:
+        return CLASSES[i % 5]
+    return next((t for t in ("head_bound", "head_pick", "advance") if t in name), "head")
 
 
 def by_class(kernels: list[dict], reasons: list[str]) -> dict:
     out: dict = defaultdict(lambda: defaultdict(float))
+    layer_launches = 5 * sum("attention" in k["name"] for k in kernels)
     for i, k in enumerate(kernels):
-        c = launch_class(i, len(kernels))
-        stem = {"attn": "attention", "advance": "advance"}.get(c, "gemv")
+        c = launch_class(i, layer_launches, k["name"])
+        stem = {"attn": "attention", "head_bound": "head_bound", "head_pick": "head_pick",
+                "advance": "advance"}.get(c, "gemv")
         if stem not in k["name"]:
             raise RuntimeError(f"kernel {i}: ncu saw {k['name'][:60]!r} where the step launches a {c}")
         m, d = k["metrics"], out[c]
@@ -98,6 +104,9 @@ def main() -> None:
     t0 = time.time()
     hnc.ncu(tmp / "stalls.csv", metrics, str(HERE / "h200_native_ncu.py"), "profile")
     kernels = h200_kernels.read_ncu_metrics(tmp / "stalls.csv")
+    out.mkdir(parents=True, exist_ok=True)
+    tag = "_" + sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else ""
+    shutil.copy(tmp / "stalls.csv", out / f"h200_native_stalls{tag}.csv")  # kept whatever the classing below says
     from vlmdecode.profiling import provenance
 
     prov = provenance({"gemma3-1b/fused-cuda": folder})
@@ -110,8 +119,6 @@ def main() -> None:
               "context": hnc.CONTEXT, "kv_capacity": hnc.CAPACITY, "kernels": len(kernels),
               "reasons_unknown_to_ncu": [r for r in REASONS if r not in reasons],
               "profile_seconds": time.time() - t0, "classes": by_class(kernels, reasons)}
-    out.mkdir(parents=True, exist_ok=True)
-    tag = "_" + sys.argv[sys.argv.index("--tag") + 1] if "--tag" in sys.argv else ""
     (out / f"h200_native_stalls{tag}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     for c, v in result["classes"].items():
         top = ", ".join(f"{r} {s:.0%}" for r, s in list(v["stall_share"].items())[:5])
