@@ -3,14 +3,15 @@ and attention is latency-bound). Nsight Compute's warp-state counters over ONE u
 `profile` process of scripts/h200_native_ncu.py: fused-cuda, context 1024, KV capacity 1072), caches and clocks as
 found, kernels serialized (no PDL overlap, so a kernel's wait returns at once).
 
-Per kernel class (qkv, attn, o, gate_up, down, head, advance; launches matched by position, 5 a layer + head +
-advance, and checked by name), summed over its launches: time, DRAM bytes and TB/s, issue-active share, warp
-instructions, shared-memory wavefronts, and each stall reason's share of the warps' resident cycles
-(`smsp__warps_issue_stalled_<reason>` over their sum, `selected` being the cycles that issued). The reasons this
-ncu does not know are left out and listed. $NATIVE_SHAPES (JSON Shapes overrides, as h200_native_ncu.py) profiles
-another step shape, $NATIVE_REBUILD=fresh the step on a kernel module loaded afresh (h200_native.rebuild_from_env);
---tag names the file.
-Writes $OUT/h200_native_stalls[_TAG].json. Not here: the step's time (a replayed step overlaps its kernels).
+Per kernel class (qkv, attn, o, gate_up, down by position, 5 a layer, checked by name; then head, or the
+bounded head's head_bound and head_pick, and advance, by name), summed over its launches: time, DRAM bytes and
+TB/s, issue-active share, warp instructions, shared-memory wavefronts, and each stall reason's share of the warps'
+resident cycles (`smsp__warps_issue_stalled_<reason>` over their sum, `selected` being the cycles that issued).
+The reasons this ncu does not know are left out and listed. $NATIVE_SHAPES (JSON Shapes overrides, as
+h200_native_ncu.py) profiles another step shape, $NATIVE_REBUILD=fresh the step on a kernel module loaded afresh
+(h200_native.rebuild_from_env); --tag names the file.
+Writes $OUT/h200_native_stalls[_TAG].json and ncu's CSV beside it. Not here: the step's time (a replayed step
+overlaps its kernels).
 Usage: OUT=/tmp/out python3 scripts/h200_native_stalls.py [--tag TAG]
 """
 
