@@ -205,20 +205,26 @@ def gemma_native():
 HELD_MODULES: list = []  # kernel modules dropped from the cache but kept loaded (so the next load lands elsewhere)
 
 
+def drop_modules(hold: bool) -> None:
+    """Forget the compiled kernel modules (`kernels.drop_module_cache`), so that the next build loads its own: held
+    (kept loaded in HELD_MODULES, so the next load lands in a new place) or let go (so a later load can take theirs)."""
+    from vlmdecode.native import kernels as K
+
+    dropped = K.drop_module_cache()
+    if hold:
+        HELD_MODULES.extend(dropped)
+
+
 def rebuild_from_env(dec) -> str:
     """The step rebuilt as $NATIVE_SHAPES (JSON Shapes overrides) and $NATIVE_REBUILD say: "same" rebuilds on the
     cached module (new buffers and launches), "fresh" on a module compiled and loaded again (the first kept loaded,
     in HELD_MODULES), "fresh_free" the same with the first let go (so the load after it can take its place).
     Returns what was done ("" for nothing)."""
-    from vlmdecode.native import kernels as K
-
     again, shapes = os.environ.get("NATIVE_REBUILD", ""), os.environ.get("NATIVE_SHAPES") or ""
     if again not in ("", "same", "fresh", "fresh_free"):
         raise SystemExit(f"NATIVE_REBUILD takes 'same', 'fresh' or 'fresh_free', got {again!r}")
-    dropped = K.drop_module_cache() if again.startswith("fresh") else []
-    if again == "fresh":
-        HELD_MODULES.extend(dropped)
-    del dropped
+    if again.startswith("fresh"):
+        drop_modules(hold=again == "fresh")
     if shapes or again:
         dec.rebuild(dec.shapes.with_overrides(json.loads(shapes or "{}")))
     return again or ("shapes" if shapes else "")

@@ -55,7 +55,6 @@ def pad_module(n: int):
 
 
 def main(rounds: int = 7) -> None:
-    from vlmdecode.native import kernels as K
     from vlmdecode.profiling import prompt_ids
 
     hn.provenance()
@@ -90,9 +89,7 @@ def main(rounds: int = 7) -> None:
     # NATIVE_RELOADS_FREE=1: each dropped module let go, not held (does the load after next take its place?)
     free = os.environ.get("NATIVE_RELOADS_FREE") == "1"
     for i in range(int(os.environ.get("NATIVE_RELOADS", "0"))):
-        dropped = K.drop_module_cache()
-        hn.HELD_MODULES.extend([] if free else dropped)
-        del dropped
+        hn.drop_modules(hold=not free)
         pad = pads[i % len(pads)] if pads else 0
         if pad:  # a module of `pad` unrolled kernels loaded first: does the next module's code address matter?
             hn.HELD_MODULES.append(pad_module(pad))
