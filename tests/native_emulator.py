@@ -218,7 +218,20 @@ def gemv_split(name, grid, a):
     gemv(name.replace("gemv_split<", "gemv<")[:-1] + ",1,3>", grid, a)
 
 
-KERNELS = {"gemv": gemv, "gemv_split": gemv_split, "attention": attention, "advance": advance,
+def gemv_tiled(name, grid, a):
+    """gemv_tiled<CPW,R,NW,MB>: gemv<..,EPI_GELU,..>'s contract over the tiled weights (`native.tiled_gemv`), read
+    back into rows by `tiled_gemv.rows` (tests/test_tiled_gemv.py checks the layout against the kernel's lanes)."""
+    from vlmdecode.native import tiled_gemv
+
+    (W, n_rows, _, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y) = a[:14]
+    R, n, k = int(name[name.index("<") + 1:-1].split(",")[1]), int(n_rows), int(k_len)
+    wt = view(W, F16, 2 * n * k).reshape(n // (R // 2), k // (8 * (32 // R)), 32, 8)
+    v = tiled_gemv.rows(wt, R).astype(np.float64) @ fold(k, src, x_in, x_scale, delta, dparts, delta_w, resid_out,
+                                                          norm_w, eps)
+    view(y, F32, n)[:] = gelu(v[:n]) * v[n:]
+
+
+KERNELS = {"gemv": gemv, "gemv_split": gemv_split, "gemv_tiled": gemv_tiled, "attention": attention, "advance": advance,
            "argmax_partial": argmax_partial, "head_bound": head_bound, "head_pick": head_pick}
 
 

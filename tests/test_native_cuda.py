@@ -114,6 +114,48 @@ def test_gemv_gate_up_gelu(warps, rpw, pf):
     assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
 
 
+@pytest.mark.parametrize("H,I", [(1152, 6912), (64, 128), (1152, 700)])
+@pytest.mark.parametrize("R,warps,mb", [(4, 8, 4), (8, 8, 0), (2, 8, 0), (16, 8, 0)])
+def test_gemv_tiled_gate_up(H, I, R, warps, mb):
+    """gemv_tiled over the tiled copy (`native.tiled_gemv`): gate|up's fold and gelu(gate) * up against float64,
+    the residual it stores the same bits as gemv PF 1's (the same fold in fewer slots)."""
+    from vlmdecode.native import tiled_gemv as TG
+
+    try:
+        TG.check(I, H, R, warps)
+    except K.KernelShapeError:
+        pytest.skip(f"{I} x {H} does not tile by R = {R}")
+    rng = np.random.default_rng(H + I + R)
+    W = (rng.standard_normal((2 * I, H)) * 0.05).astype(np.float16)
+    resid, o = rng.standard_normal(H).astype(np.float32), rng.standard_normal(H).astype(np.float32)
+    w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
+    fns = K.compile_module({(K.loads_per_lane(H), 2, K.EPI_GELU, 1)}, set(), (), (TG.name(H, R, warps, mb),))
+    fold = dict(src=cupy.asarray(resid), delta=cupy.asarray(o), delta_w=cupy.asarray(w_post),
+                norm_w=cupy.asarray(w_in), eps=1e-6)
+    m, out, m1, out1 = poisoned(I), poisoned(H), poisoned(I), poisoned(H)
+    TG.launch(fns, "t", cupy.asarray(TG.layout(W, R)), I, H, y=m, resid_out=out, R=R, warps=warps, mb=mb, **fold)()
+    K.gemv(fns, "t", cupy.asarray(W), I, H, epi=K.EPI_GELU, y=m1, resid_out=out1, warps=8, rpw=2, **fold)()
+    r = resid + rms(o, w_post, 1e-6)
+    gu = W.astype(np.float64) @ rms(r, w_in, 1e-6)
+    assert np.array_equal(out.get(), out1.get()) and rel(out.get(), r) < 1e-6
+    assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
+
+
+def test_native_tiled_gate_up_follows_the_default_step(folders, image):
+    """Shapes.gate_up_tiled in the captured step: the default step's tokens over 40 steps, logits within fp16
+    rounding of its (the dot sums in another order)."""
+    runs = {}
+    for tiled in ((), (4, 8, 4)):
+        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(gate_up_tiled=tiled))
+        assert {L.fn.name.split("<")[0] for L in pipe.decoder.body if L.name.endswith(".gate_up")} == (
+            {"gemv_tiled"} if tiled else {"gemv_split"})
+        _, x = pipe.prepare(PROMPT, image)
+        runs[tiled] = _native_run(pipe, x, 40)
+    assert runs[()][0] == runs[(4, 8, 4)][0]
+    worst = max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(runs[(4, 8, 4)][1][1:], runs[()][1][1:]))
+    assert worst < 1e-2, worst
+
+
 @pytest.mark.parametrize("blocks", [288, 216, 5])
 def test_gemv_capped_grids_stride_over_every_row_group(blocks):
     """A step GEMV's grid capped by its shape's fourth element (max_blocks): gemma3-1b's gate|up as the step runs it

@@ -413,3 +413,25 @@ def test_graph_ms_replays_once_warm_then_n_between_events():
     cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=Event, get_elapsed_time=lambda a, b: 30.0))
     assert graph_ms(cp, Stream(), Graph(), n=3) == 10.0
     assert order == ["launch", "record", "launch", "launch", "launch", "record", "sync"]
+
+
+def test_tiled_gate_up_follows_numpy_exec(fake, folders):
+    """Shapes.gate_up_tiled: gate|up as gemv_tiled over each layer's tiled copy; the same tokens as the default
+    step's and logits near numpy_exec's; a rebuild without it lets the copies go."""
+    folder, steps = folders["split-k", "fused-cuda"], 8
+    x = np.asarray(_decoder(folder).table)[prompt_ids(10)]
+    base = list(_decoder(folder, sync_every=1).generate(x, steps, Sampler(SamplingParams())))
+    dec = _decoder(folder, Shapes.for_head_dim(256).with_overrides({"gate_up_tiled": [4, 8, 4]}), sync_every=1,
+                   lookahead=False)
+    names = {L.fn.name for L in dec.body if L.name.endswith(".gate_up")}
+    assert names == {"gemv_tiled<1,4,8,4>"} and all("w_gate_up_t" in W for W in dec.layers)
+    toks = []
+    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
+        toks.append(tok)
+        if len(toks) > 1:
+            ref = dec.ort.ref.forward(np.asarray(dec.table)[toks[-2]][None].astype(np.float64), dec.ort.cache)[-1]
+            assert np.abs(np.asarray(dec.logits, np.float64) - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
+    assert toks == base and dec.kernels_per_step() == 5 * dec.plan.num_layers + 2
+    dec.rebuild(Shapes.for_head_dim(256))
+    assert not any("w_gate_up_t" in W for W in dec.layers)
+    assert {L.fn.name for L in dec.body if L.name.endswith(".gate_up")} == {"gemv_split<1,2>"}

@@ -15,7 +15,8 @@
                 o        o GEMV
                 gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
                          gelu_tanh(g) * u in the epilogue (gemv_split: half the warps fold while the
-                         other half's first rows are in flight)
+                         other half's first rows are in flight; Shapes.gate_up_tiled: gemv_tiled over a
+                         tiled copy of the weights, `native.tiled_gemv`)
                 down     split-K down GEMV (partials summed by the next prologue)
               head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
               a greedy step that nobody reads logits of (the default loop: lookahead, or sync_every > 1) runs
@@ -47,6 +48,7 @@ from ..modelfolder import ModelFolder
 from ..sampling import Sampler, sample_unchecked
 from . import bounded_head as BH
 from . import kernels as K
+from . import tiled_gemv as TG
 from .loop import NativeLoop
 from .pdl import supported as pdl_supported
 from .plan import DecoderPlan, PlanError
@@ -207,6 +209,17 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
             table = embedding_table(self.folder, np.float16)  # the embedding model's row for each id
         self.table = cp.asarray(np.ascontiguousarray(table))
 
+    def _tiled_gate_up(self, plan: DecoderPlan, R: int) -> None:
+        """Each layer's gate|up weights tiled by R rows (`native.tiled_gemv.layout`) beside its rows, made from the
+        plan's weights when R changes; R 0: the tiled copies let go."""
+        for L, W in zip(plan.layers, self.layers):
+            if not R:
+                W.pop("w_gate_up_t", None)
+                W.pop("gate_up_tiled_R", None)
+            elif W.get("gate_up_tiled_R") != R:
+                W["w_gate_up_t"] = self.cp.asarray(TG.layout(K.rows_layout(np.asarray(L.w_gate_up, np.float16)), R))
+                W["gate_up_tiled_R"] = R
+
     def _buffers(self, plan: DecoderPlan) -> None:
         cp, H, D = self.cp, plan.hidden, plan.head_dim
         nq, nkv = plan.num_heads, plan.num_kv_heads
@@ -233,7 +246,9 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         head_nv = K.loads_per_lane(H)
         bounded = BH.names(H, head_nv, bits=self.head_bits) if self.head_kind == "bounded" else ()
-        fns = K.compile_module(gemvs, {D}, cl, bounded)
+        tiled = sh.gate_up_tiled
+        self._tiled_gate_up(plan, tiled[0] if tiled else 0)
+        fns = K.compile_module(gemvs, {D}, cl, (*bounded, *([TG.name(H, *tiled)] if tiled else [])))
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -253,9 +268,14 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      cluster=sh.attn_cluster, clusters=sh.clusters_for(L.window, self.max_length),
                                      cluster_keys=sh.attn_cluster_keys))
             steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **sh.gemv("o")))
-            steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, src=Rb,
-                                delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra,
-                                norm_w=W["pre_ffn_norm"], eps=eps, **sh.gemv("gate_up")))
+            fold = dict(src=Rb, delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra, norm_w=W["pre_ffn_norm"],
+                        eps=eps)
+            if tiled:
+                steps.append(TG.launch(fns, f"L{l}.gate_up", W["w_gate_up_t"], I, H, y=self.m, R=tiled[0],
+                                       warps=tiled[1], mb=tiled[2], **fold))
+            else:
+                steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, **fold,
+                                    **sh.gemv("gate_up")))
             steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
                                 src=self.m, **sh.gemv("down")))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,

@@ -12,6 +12,8 @@ each block recomputes from the [H] row) runs while the weights are in flight.
                          suppressed, NaN when one of those logits is NaN/+inf (device mode's semantics)
     gemv_split<NV, RPW>  gemv's EPI_GELU rows (gate|up's default, PF 3): half the warps form the vector while the
                          other half's first rows are in flight, each half in a branch of its own (fewer registers)
+    gemv_tiled<CPW, R, NW, MB>  gemv's EPI_GELU rows over weights re-laid in tiles of R rows (`native.tiled_gemv`):
+                         a lane a row, one fp32 sum a lane, the warps' sums in shared memory once a tile
     attention<HD>        q/k RMSNorm + half-split rotary + KV append at position pos[0] + one chunk of the
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)
@@ -26,13 +28,13 @@ each block recomputes from the [H] row) runs while the weights are in flight.
     advance              the token (argmax over the partials, or one sampled elsewhere) -> its embedding
                          row into the step's input, the ring of ids the host reads, the next position
 
-The source lives in `native.cuda_src` (common, gemv, attention, attn_util, attn_split, head_bound,
+The source lives in `native.cuda_src` (common, gemv, gemv_tiled, attention, attn_util, attn_split, head_bound,
 advance), joined
 here in that order.
 Not here: launch geometry and buffers (`native.kernels`), the step's order (`native.decoder`).
 """
 
-from .cuda_src import advance, attention, attn_split, attn_util, common, gemv, head_bound
+from .cuda_src import advance, attention, attn_split, attn_util, common, gemv, gemv_tiled, head_bound
 
-SOURCE = (common.CODE + gemv.CODE + attention.CODE + attn_util.CODE + attn_split.CODE + head_bound.CODE
-          + advance.CODE)
+SOURCE = (common.CODE + gemv.CODE + gemv_tiled.CODE + attention.CODE + attn_util.CODE + attn_split.CODE
+          + head_bound.CODE + advance.CODE)

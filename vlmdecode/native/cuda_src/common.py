@@ -178,15 +178,17 @@ __device__ __forceinline__ void fold_tail(float* vec, float* red, const int n, c
     __syncthreads();
 }
 
-// form_vector's fold with n / 4 <= FOLD_R x threads: this thread's float4s of base, delta (summed over
-// parts), delta_w and norm_w are all loaded before the first reduction (one L2 round trip, not one per pass)
+// form_vector's fold with n / 4 <= FR x threads: this thread's float4s of base, delta (summed over
+// parts), delta_w and norm_w are all loaded before the first reduction (one L2 round trip, not one per pass);
+// FR < FOLD_R (gemv_tiled's 2) holds fewer registers for the same bits wherever n / 4 <= FR x threads
+template <int FR = FOLD_R>
 __device__ void fold_regs(float* vec, float* red, const int n, const int n4, const float* src, const __half* x_in,
                           const float x_scale, const float* delta, const int delta_parts, const float* delta_w,
                           float* resid_out, const float* norm_w, const float eps) {
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 b[FOLD_R], d[FOLD_R], dw[FOLD_R], nw[FOLD_R];
+    float4 b[FR], d[FR], dw[FR], nw[FR];
 #pragma unroll
-    for (int j = 0; j < FOLD_R; ++j) {
+    for (int j = 0; j < FR; ++j) {
         const int i = threadIdx.x + j * blockDim.x;
         b[j] = z; d[j] = z; dw[j] = z; nw[j] = z;
         if (i < n4) {
@@ -213,13 +215,13 @@ __device__ void fold_regs(float* vec, float* red, const int n, const int n4, con
     if (delta != NULL) {
         float ss = 0.f;
 #pragma unroll
-        for (int j = 0; j < FOLD_R; ++j) ss += f4_dot(d[j]);
+        for (int j = 0; j < FR; ++j) ss += f4_dot(d[j]);
         inv_d = rsqrtf(block_sum(ss, red) / n + eps);
     }
     const bool store = resid_out != NULL && blockIdx.x == 0 && blockIdx.y == 0;
     float ss = 0.f;
 #pragma unroll
-    for (int j = 0; j < FOLD_R; ++j) {
+    for (int j = 0; j < FR; ++j) {
         b[j] = f4_fma(d[j], inv_d, dw[j], b[j]);  // zero delta / delta_w when there is no delta term
         ss += f4_dot(b[j]);
         const int i = threadIdx.x + j * blockDim.x;
@@ -227,7 +229,7 @@ __device__ void fold_regs(float* vec, float* red, const int n, const int n4, con
     }
     const float inv = rsqrtf(block_sum(ss, red) / n + eps);
 #pragma unroll
-    for (int j = 0; j < FOLD_R; ++j) {
+    for (int j = 0; j < FR; ++j) {
         const int i = threadIdx.x + j * blockDim.x;
         if (i < n4) reinterpret_cast<float4*>(vec)[i] = f4_fma(b[j], inv, nw[j], z);
     }

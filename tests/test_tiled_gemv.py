@@ -1,0 +1,82 @@
+"""`native.tiled_gemv` on the CPU: the tiled layout and its inverse, and the layout read the way gemv_tiled's
+lanes read it (lane l of a tile: row l % R, 8-half chunk cg S + l / R of chunk group cg; warp w: chunk groups
+i NW + w; gate rows first in a tile, then their up rows) gives gelu(gate) * up of the row-major weights; shapes and
+Shapes fields it cannot run are refused. The kernel itself runs on a GPU (tests/test_native_cuda.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from vlmdecode.native import tiled_gemv as TG
+from vlmdecode.native.kernels import KernelShapeError
+from vlmdecode.native.shapes import Shapes
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def lanes_emulated(w_t: np.ndarray, x: np.ndarray, R: int, nw: int) -> np.ndarray:
+    """gemv_tiled's sums in float64 by its own indexing, tile by tile -> y [n] (gelu(gate) * up)."""
+    n_tiles, CG = w_t.shape[:2]
+    S, P = 32 // R, R // 2
+    sub = np.arange(32) // R
+    y = np.zeros(n_tiles * P)
+    for t in range(n_tiles):
+        acc = np.zeros((nw, 32))
+        for cg in range(CG):  # warp cg % nw, every lane one 16-byte chunk of its row
+            cols = (cg * S + sub)[:, None] * 8 + np.arange(8)
+            acc[cg % nw] += (w_t[t, cg].astype(np.float64) * x[cols]).sum(-1)
+        v = acc.sum(0).reshape(S, R).sum(0)  # the sub-lanes, then the warps: row r's sum at lane r
+        y[t * P:(t + 1) * P] = gelu(v[:P]) * v[P:]
+    return y
+
+
+@pytest.mark.parametrize("R", [2, 4, 8, 16, 32])
+def test_layout_round_trip_and_lanes(R):
+    rng = np.random.default_rng(R)
+    n, k = 3 * R, 2 * 8 * (32 // R)
+    w = rng.standard_normal((2 * n, k)).astype(np.float16)
+    w_t = TG.layout(w, R)
+    assert w_t.shape == (n // (R // 2), k // (8 * (32 // R)), 32, 8) and w_t.flags.c_contiguous
+    np.testing.assert_array_equal(TG.rows(w_t, R), w)
+    x = rng.standard_normal(k)
+    ref = w.astype(np.float64) @ x
+    for nw in (1, 3, 8):
+        np.testing.assert_allclose(lanes_emulated(w_t, x, R, nw), gelu(ref[:n]) * ref[n:], rtol=1e-12, atol=1e-12)
+
+
+def test_a_tile_holds_gate_rows_then_their_up_rows():
+    w = np.arange(16 * 64, dtype=np.float16).reshape(16, 64)  # 8 gate rows, 8 up rows; exact in fp16
+    first = TG.layout(w, 4)[1, 0]  # tile 1 (pairs 2, 3), chunk group 0: lanes s * 4 + r
+    assert (first[0] == w[2, :8]).all() and (first[1] == w[3, :8]).all()  # gate rows 2, 3
+    assert (first[2] == w[10, :8]).all() and (first[3] == w[11, :8]).all()  # their up rows 8 + 2, 8 + 3
+    assert (first[4] == w[2, 8:16]).all()  # sub-lane 1: the next 8 halves of gate row 2
+
+
+@pytest.mark.parametrize("n, k, R, warps, match", [
+    (8, 64, 6, 8, "even divisor"), (8, 64, 64, 8, "even divisor"), (3, 64, 4, 8, "do not tile"),
+    (8, 40, 4, 8, "do not tile"), (8, 4096, 4, 1, "needs >= 16 warps"), (8, 64, 4, 0, "1 to 32 warps")])
+def test_shapes_it_cannot_run_are_refused(n, k, R, warps, match):
+    with pytest.raises(KernelShapeError, match=match):
+        TG.check(n, k, R, warps)
+
+
+def test_launch_needs_a_fold_and_the_tiled_bytes():
+    with pytest.raises(KernelShapeError, match="always folds"):
+        TG.launch({}, "L0.gate_up", np.zeros(2 * 8 * 64, np.float16), 8, 64, y=None, src=None, resid_out=None,
+                  norm_w=None, eps=1e-6, R=4)
+    with pytest.raises(KernelShapeError, match="holds 2048 bytes"):
+        TG.launch({}, "L0.gate_up", np.zeros(8 * 64, np.float16), 8, 64, y=None, src=None, resid_out=None,
+                  norm_w=np.ones(64, np.float32), eps=1e-6, R=4)
+
+
+@pytest.mark.parametrize("bad", [(4,), (4, 8, -1), (4.0, 8, 4)])
+def test_shapes_refuses_a_malformed_tiled_field(bad):
+    with pytest.raises(KernelShapeError, match="gate_up_tiled"):
+        Shapes(gate_up_tiled=bad)
+    assert Shapes().gate_up_tiled == ()
+    assert Shapes().with_overrides({"gate_up_tiled": [4, 8, 4]}).gate_up_tiled == (4, 8, 4)

@@ -1,0 +1,94 @@
+"""gate|up over its weights re-laid in tiles: the layout, its inverse and the `gemv_tiled` launch.
+
+The step's gemv gives a warp whole rows and sums each row across the warp with a 5-step shuffle chain before it
+loads its next rows. Here a lane owns a row:
+
+    tile t      R rows: gate rows t R/2 .. t R/2 + R/2 - 1, then their up rows (so one tile gives R/2 outputs)
+    lane l      row l % R of the tile, sub-lane l / R of S = 32 / R
+    chunk group cg: 8-half chunk cg S + l / R of lane l's row, for all 32 lanes: 512 contiguous bytes
+    W_t         [n_tiles][CG = k / 8S][32][8] halves
+
+A block takes a tile at a time, its warps the chunk groups i NW + w, each lane one fp32 sum; the sub-lanes and the
+warps are summed once a tile. Measured first outside the decoder (`scripts/h200_tiled_gemv_probe.py`,
+data/results/h200_tiled_gemv_probe.json), where it read gemma3-1b's gate|up faster than the step's gemv.
+
+What it is not: the kernel (`native.cuda_src.gemv_tiled`), or the choice to use it (`Shapes.gate_up_tiled`,
+`native.decoder`). The tiled copy is extra device memory beside the row-major weights, which the native prefill's
+GEMMs read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels import KernelShapeError, Launch, _need_shared, pack, resident_blocks
+
+
+def check(n_rows: int, k_len: int, R: int, warps: int) -> None:
+    """Refuse what gemv_tiled cannot run: R rows a tile (even, dividing 32), whole tiles of gate|up pairs, whole
+    chunk groups, and a fold that fits its 2 float4 slots a thread."""
+    if R < 2 or R > 32 or 32 % R or R % 2:
+        raise KernelShapeError(f"gemv_tiled: a tile's rows must be an even divisor of 32 (2-32), got {R}")
+    if not 1 <= warps <= 32:
+        raise KernelShapeError(f"gemv_tiled: 1 to 32 warps a block, got {warps}")
+    S = 32 // R
+    if n_rows % (R // 2) or k_len % (8 * S):
+        raise KernelShapeError(f"gemv_tiled: {n_rows} gate|up pairs of rows of {k_len} do not tile by R = {R}: the "
+                               f"pairs must be a multiple of {R // 2} and the row a multiple of {8 * S}; give "
+                               f"Shapes.gate_up_tiled another R or () for the row-major gemv")
+    if k_len > 8 * 32 * warps:
+        raise KernelShapeError(f"gemv_tiled: its fold holds 8 elements a thread, so a row of {k_len} needs "
+                               f">= {-(-k_len // 256)} warps, got {warps}")
+
+
+def layout(w_rows: np.ndarray, R: int) -> np.ndarray:
+    """gate|up's rows [2 n, k] (gate rows, then up rows: `kernels.rows_layout`) -> W_t [n / (R/2)][k / 8S][32][8]."""
+    rows2, k = w_rows.shape
+    n, P, S = rows2 // 2, R // 2, 32 // R
+    check(n, k, R, -(-k // 256))
+    tiles = np.concatenate([w_rows[:n].reshape(n // P, P, k), w_rows[n:].reshape(n // P, P, k)], axis=1)
+    # [t, r, cg, s, e] -> [t, cg, s, r, e]: lane s R + r of chunk group cg holds row r's chunk cg S + s
+    t = np.ascontiguousarray(tiles.reshape(n // P, R, k // (8 * S), S, 8).transpose(0, 2, 3, 1, 4))
+    return t.reshape(n // P, k // (8 * S), 32, 8)
+
+
+def rows(w_t: np.ndarray, R: int) -> np.ndarray:
+    """`layout`'s inverse: W_t -> gate|up's rows [2 n, k]."""
+    n_tiles, cg, _, _ = w_t.shape
+    P, S = R // 2, 32 // R
+    k = cg * 8 * S
+    tiles = w_t.reshape(n_tiles, cg, S, R, 8).transpose(0, 3, 1, 2, 4).reshape(n_tiles, R, k)
+    return np.concatenate([tiles[:, :P].reshape(-1, k), tiles[:, P:].reshape(-1, k)])
+
+
+def chunks_per_warp(k_len: int, R: int, warps: int) -> int:
+    """CPW: the chunk groups each warp of a block takes from a tile."""
+    return -(-(k_len // (8 * (32 // R))) // warps)
+
+
+def name(k_len: int, R: int, warps: int, mb: int) -> str:
+    """gemv_tiled<CPW, R, NW, MB>."""
+    return f"gemv_tiled<{chunks_per_warp(k_len, R, warps)},{R},{warps},{mb}>"
+
+
+def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, x_scale: float = 1.0, delta=None,
+           delta_parts: int = 1, delta_w=None, resid_out, norm_w, eps: float, R: int, warps: int = 8,
+           mb: int = 0) -> Launch:
+    """gate|up's launch over W_t (`layout`) with gemv's fold arguments; the grid: every block the GPU holds at once,
+    at most one a tile."""
+    check(n_rows, k_len, R, warps)
+    if norm_w is None:
+        raise KernelShapeError(f"{label}: gemv_tiled always folds its input vector: give norm_w")
+    want = 2 * n_rows * k_len * 2
+    if int(w_t.nbytes) != want:
+        raise KernelShapeError(f"{label}: a tiled gate|up of {n_rows} pairs x {k_len} holds {want} bytes, got "
+                               f"{int(w_t.nbytes)}")
+    fn = fns[name(k_len, R, warps, mb)]
+    shared = _need_shared(fn, 4 * k_len)
+    n_tiles = n_rows // (R // 2)
+    grid = min(n_tiles, resident_blocks(fn, warps * 32, shared))
+    args, held = pack(w_t, np.int32(n_rows), np.int32(k_len), np.int32(k_len), src, x_in, np.float32(x_scale), delta,
+                      np.int32(delta_parts), delta_w, resid_out, norm_w, np.float32(eps), y, None, np.float32(0.0),
+                      None, None, None, None)
+    return Launch(label, fn, (grid, 1, 1), (warps * 32, 1, 1), args, shared, want + 4 * k_len + 4 * n_rows,
+                  held=held)
