@@ -147,7 +147,8 @@ def test_native_tiled_gate_up_follows_the_default_step(folders, image):
     runs = {}
     for tiled in ((), (4, 8, 4)):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(gate_up_tiled=tiled))
-        assert {L.fn.name.split("<")[0] for L in pipe.decoder.body if L.name.endswith(".gate_up")} == (
+        names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
+        assert {names[id(L.fn)].split("<")[0] for L in pipe.decoder.body if L.name.endswith(".gate_up")} == (
             {"gemv_tiled"} if tiled else {"gemv_split"})
         _, x = pipe.prepare(PROMPT, image)
         runs[tiled] = _native_run(pipe, x, 40)
@@ -673,7 +674,9 @@ CHUNKED = dict(attn_batch=0, attn_threads=256)  # the chunked attention kernel a
 def test_default_attention_is_cluster(folders):
     assert all(getattr(Shapes(), k) == v for k, v in CL.items())
     r = vlmdecode.load(folders["fusedcuda16"], "cuda", "native", max_length=64)  # the decoder picks by head dim
-    assert r.decoder.shapes == Shapes.for_head_dim(r.decoder.plan.head_dim)
+    plan = r.decoder.plan
+    assert r.decoder.shapes == Shapes.for_model(plan.head_dim, plan.hidden, plan.intermediate)
+    assert r.decoder.shapes.gate_up_tiled and r.decoder.shapes.attn_batch
 
 
 @pytest.mark.parametrize("attention", ["chunked", "cl"])

@@ -416,11 +416,11 @@ def test_graph_ms_replays_once_warm_then_n_between_events():
 
 
 def test_tiled_gate_up_follows_numpy_exec(fake, folders):
-    """Shapes.gate_up_tiled: gate|up as gemv_tiled over each layer's tiled copy; the same tokens as the default
-    step's and logits near numpy_exec's; a rebuild without it lets the copies go."""
+    """Shapes.gate_up_tiled: gate|up as gemv_tiled over each layer's tiled copy; the same tokens as the gemv_split
+    step's and logits near numpy_exec's; a rebuild without it lets the copies go; the decoder's default takes it."""
     folder, steps = folders["split-k", "fused-cuda"], 8
     x = np.asarray(_decoder(folder).table)[prompt_ids(10)]
-    base = list(_decoder(folder, sync_every=1).generate(x, steps, Sampler(SamplingParams())))
+    base = list(_decoder(folder, Shapes.for_head_dim(256), sync_every=1).generate(x, steps, Sampler(SamplingParams())))
     dec = _decoder(folder, Shapes.for_head_dim(256).with_overrides({"gate_up_tiled": [4, 8, 4]}), sync_every=1,
                    lookahead=False)
     names = {L.fn.name for L in dec.body if L.name.endswith(".gate_up")}
@@ -435,3 +435,6 @@ def test_tiled_gate_up_follows_numpy_exec(fake, folders):
     dec.rebuild(Shapes.for_head_dim(256))
     assert not any("w_gate_up_t" in W for W in dec.layers)
     assert {L.fn.name for L in dec.body if L.name.endswith(".gate_up")} == {"gemv_split<1,2>"}
+    default = _decoder(folder)
+    assert default.shapes.gate_up_tiled == (4, 8, 0)
+    assert {L.fn.name for L in default.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,4,8,0>"}

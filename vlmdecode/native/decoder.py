@@ -15,8 +15,9 @@
                 o        o GEMV
                 gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
                          gelu_tanh(g) * u in the epilogue (gemv_split: half the warps fold while the
-                         other half's first rows are in flight; Shapes.gate_up_tiled: gemv_tiled over a
-                         tiled copy of the weights, `native.tiled_gemv`)
+                         other half's first rows are in flight), or by default where the weights tile
+                         (Shapes.gate_up_tiled) gemv_tiled, a lane a row over a tiled copy of the weights
+                         (`native.tiled_gemv`; the rows stay for the native prefill's GEMMs)
                 down     split-K down GEMV (partials summed by the next prologue)
               head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
               a greedy step that nobody reads logits of (the default loop: lookahead, or sync_every > 1) runs
@@ -151,7 +152,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         with self.stream:
             self._upload(plan)
         self._native_prefill = None  # made after the first rebuild: it reads the step's buffers
-        self.rebuild(shapes or Shapes.for_model(plan.head_dim, plan.hidden))
+        self.rebuild(shapes or Shapes.for_model(plan.head_dim, plan.hidden, plan.intermediate))
         if prefill == "native":
             from .prefill import NativePrefill
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from . import tiled_gemv
 from .kernels import (
     ATTN_CHUNK,
     SLICE_TARGET,
@@ -22,6 +23,9 @@ from .kernels import (
     split_fold_max,
 )
 
+TILED_GATE_UP = (4, 8, 0)  # for_model's gate|up as gemv_tiled: R 4, 8 warps, no register cap (66 registers, 3
+# blocks an SM); across processes 0.975x the gemv_split step, 4 blocks an SM (MB 4) 0.976x
+# (h200_tiled_gate_up_ab_446538b.json)
 MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters a KV head (8 x 16 blocks <= 132 SMs)
 
 
@@ -72,10 +76,17 @@ class Shapes:
                                    "give attn_cluster_keys > 0")
 
     @classmethod
-    def for_model(cls, head_dim: int, hidden: int) -> Shapes:
-        """`for_head_dim`'s shapes, with gate|up at PF 0 where the hidden size is longer than PF 3's fold takes
+    def for_model(cls, head_dim: int, hidden: int, intermediate: int = 0) -> Shapes:
+        """`for_head_dim`'s shapes, with gate|up as gemv_tiled (`TILED_GATE_UP`) where its weights tile (the
+        intermediate size given), else at PF 0 where the hidden size is longer than PF 3's fold takes
         (`split_fold_max`)."""
         out = cls.for_head_dim(head_dim)
+        if intermediate:
+            try:
+                tiled_gemv.check(intermediate, hidden, TILED_GATE_UP[0], TILED_GATE_UP[1])
+                out = replace(out, gate_up_tiled=TILED_GATE_UP)
+            except KernelShapeError:
+                pass  # gemv's row layout takes any multiple of 8: the shapes below
         if len(out.gate_up) > 2 and int(out.gate_up[2]) == 3 and hidden > split_fold_max(out.gate_up[0]):
             out = replace(out, gate_up=(*out.gate_up[:2], 0, *out.gate_up[3:]))
         return out
