@@ -24,8 +24,8 @@ from .kernels import (
 )
 
 TILED_GATE_UP = (4, 8, 0)  # for_model's gate|up as gemv_tiled: R 4, 8 warps, no register cap (66 registers, 3
-# blocks an SM); across processes 0.975x the gemv_split step, 4 blocks an SM (MB 4) 0.976x
-# (h200_tiled_gate_up_ab_446538b.json)
+# blocks an SM); across processes 0.976x the gemv_split step, 4 blocks an SM (MB 4) 0.980x
+# (h200_tiled_gate_up_ab_88ba30d.json)
 MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters a KV head (8 x 16 blocks <= 132 SMs)
 
 

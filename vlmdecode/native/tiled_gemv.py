@@ -10,7 +10,7 @@ loads its next rows. Here a lane owns a row:
 
 A block takes a tile at a time, its warps the chunk groups i NW + w, each lane one fp32 sum; the sub-lanes and the
 warps are summed once a tile. Measured first outside the decoder (`scripts/h200_tiled_gemv_probe.py`,
-data/results/h200_tiled_gemv_probe.json), where it read gemma3-1b's gate|up faster than the step's gemv.
+data/results/h200_tiled_gemv_probe_88ba30d.json), where it read gemma3-1b's gate|up faster than the step's gemv.
 
 What it is not: the kernel (`native.cuda_src.gemv_tiled`), or the choice to use it (`Shapes.gate_up_tiled`,
 `native.decoder`). The tiled copy is extra device memory beside the row-major weights, which the native prefill's
