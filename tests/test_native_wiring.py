@@ -424,7 +424,7 @@ def test_tiled_gate_up_follows_numpy_exec(fake, folders):
     dec = _decoder(folder, Shapes.for_head_dim(256).with_overrides({"gate_up_tiled": [4, 8, 4]}), sync_every=1,
                    lookahead=False)
     names = {L.fn.name for L in dec.body if L.name.endswith(".gate_up")}
-    assert names == {"gemv_tiled<1,4,8,4,1>"} and all("w_gate_up_t" in W for W in dec.layers)
+    assert names == {"gemv_tiled<1,4,8,4>"} and all("w_gate_up_t" in W for W in dec.layers)
     toks = []
     for tok in dec.generate(x, steps, Sampler(SamplingParams())):
         toks.append(tok)
@@ -432,12 +432,9 @@ def test_tiled_gate_up_follows_numpy_exec(fake, folders):
             ref = dec.ort.ref.forward(np.asarray(dec.table)[toks[-2]][None].astype(np.float64), dec.ort.cache)[-1]
             assert np.abs(np.asarray(dec.logits, np.float64) - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
     assert toks == base and dec.kernels_per_step() == 5 * dec.plan.num_layers + 2
-    late = _decoder(folder, Shapes.for_head_dim(256).with_overrides({"gate_up_tiled": [4, 8, 4, 0]}), sync_every=1)
-    assert {L.fn.name for L in late.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,4,8,4,0>"}
-    assert list(late.generate(x, steps, Sampler(SamplingParams()))) == base
     dec.rebuild(Shapes.for_head_dim(256))
     assert not any("w_gate_up_t" in W for W in dec.layers)
     assert {L.fn.name for L in dec.body if L.name.endswith(".gate_up")} == {"gemv_split<1,2>"}
     default = _decoder(folder)
     assert default.shapes.gate_up_tiled == (4, 8, 0)
-    assert {L.fn.name for L in default.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,4,8,0,1>"}
+    assert {L.fn.name for L in default.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,4,8,0>"}

@@ -1,5 +1,6 @@
 #!/bin/bash
-# issue 16, thirty-sixth session, call 3 (main at .gitsha; after the 9 staging calls; < 7 min): the first weight
+# issue 16, thirty-sixth session, call 3 (main with docs/branches/tiled-late.patch applied, 5c92382, at .gitsha; after
+# the 9 staging calls; < 7 min): the first weight
 # loads of the kernels resident during attention moved after their pdl_wait, so that attention's KV loads do not
 # meet them: gate|up's first tile (gemv_tiled PRE 0) and o's rows (gemv PF 0). Their CUDA tests, the step's
 # timeline with both late, then the A/B across processes (fresh modules, 3 rounds)

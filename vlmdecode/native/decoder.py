@@ -273,7 +273,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                         eps=eps)
             if tiled:
                 steps.append(TG.launch(fns, f"L{l}.gate_up", W["w_gate_up_t"], I, H, y=self.m, R=tiled[0],
-                                       warps=tiled[1], mb=tiled[2], pre=(*tiled, 1)[3], **fold))
+                                       warps=tiled[1], mb=tiled[2], **fold))
             else:
                 steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, **fold,
                                     **sh.gemv("gate_up")))

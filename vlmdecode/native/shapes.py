@@ -42,9 +42,8 @@ class Shapes:
     o: tuple = (8, 1)
     gate_up: tuple = (8, 2, 3)  # PF 3: half the warps' first rows in flight while the other half folds (gemv_split,
     # 78 registers, h200_gate_up_split_ab_321767e.json); PF 1 and 2 need 128 (fewer blocks an SM)
-    gate_up_tiled: tuple = ()  # (R, warps, MB[, PRE]): gate|up as gemv_tiled over a tiled copy of its weights (a
-    # lane a row, R rows a tile, MB blocks an SM its register cap leaves room for, PRE 1 (the default) its first
-    # tile loaded before pdl_wait, 0 after; `native.tiled_gemv`); (): gate_up above
+    gate_up_tiled: tuple = ()  # (R, warps, MB): gate|up as gemv_tiled over a tiled copy of its weights (a lane a
+    # row, R rows a tile, MB blocks an SM its register cap leaves room for; `native.tiled_gemv`); (): gate_up above
     down: tuple = (4, 1, 2)  # double-buffered, at no register cost (h200_gemv_prefetch.json)
     head: tuple = (8, 2, 0)  # grid-stride, <= 1024 blocks; PF 0 keeps more blocks resident (same file)
     slice_target: int = SLICE_TARGET
@@ -66,9 +65,8 @@ class Shapes:
 
     def __post_init__(self):
         t = self.gate_up_tiled
-        if t and not (len(t) in (3, 4) and all(isinstance(v, int) and v >= 0 for v in t) and t[3:] in ((), (0,), (1,))):
-            raise KernelShapeError(f"gate_up_tiled takes () or (R, warps, MB[, PRE]), counts with PRE 0 or 1, got "
-                                   f"{t!r}")
+        if t and not (len(t) == 3 and all(isinstance(v, int) and v >= 0 for v in t)):
+            raise KernelShapeError(f"gate_up_tiled takes () or (R, warps, MB), three counts, got {t!r}")
         g, k = self.attn_clusters_global, self.attn_cluster_keys
         if not (g == "auto" or (isinstance(g, int) and g >= 0)) or not (isinstance(k, int) and k >= 0):
             raise KernelShapeError(f"attn_clusters_global takes a count >= 0 or 'auto' and attn_cluster_keys a count "

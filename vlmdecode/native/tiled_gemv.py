@@ -66,19 +66,16 @@ def chunks_per_warp(k_len: int, R: int, warps: int) -> int:
     return -(-(k_len // (8 * (32 // R))) // warps)
 
 
-def name(k_len: int, R: int, warps: int, mb: int, pre: int = 1) -> str:
-    """gemv_tiled<CPW, R, NW, MB, PRE>."""
-    if pre not in (0, 1):
-        raise KernelShapeError(f"gemv_tiled: PRE is 1 (the first tile loaded before pdl_wait) or 0 (after it), got "
-                               f"{pre}")
-    return f"gemv_tiled<{chunks_per_warp(k_len, R, warps)},{R},{warps},{mb},{pre}>"
+def name(k_len: int, R: int, warps: int, mb: int) -> str:
+    """gemv_tiled<CPW, R, NW, MB>."""
+    return f"gemv_tiled<{chunks_per_warp(k_len, R, warps)},{R},{warps},{mb}>"
 
 
 def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, x_scale: float = 1.0, delta=None,
            delta_parts: int = 1, delta_w=None, resid_out, norm_w, eps: float, R: int, warps: int = 8,
-           mb: int = 0, pre: int = 1) -> Launch:
+           mb: int = 0) -> Launch:
     """gate|up's launch over W_t (`layout`) with gemv's fold arguments; the grid: every block the GPU holds at once,
-    at most one a tile. pre: where the first tile's loads go (`name`)."""
+    at most one a tile."""
     check(n_rows, k_len, R, warps)
     if norm_w is None:
         raise KernelShapeError(f"{label}: gemv_tiled always folds its input vector: give norm_w")
@@ -86,7 +83,7 @@ def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, 
     if int(w_t.nbytes) != want:
         raise KernelShapeError(f"{label}: a tiled gate|up of {n_rows} pairs x {k_len} holds {want} bytes, got "
                                f"{int(w_t.nbytes)}")
-    fn = fns[name(k_len, R, warps, mb, pre)]
+    fn = fns[name(k_len, R, warps, mb)]
     shared = _need_shared(fn, 4 * k_len)
     n_tiles = n_rows // (R // 2)
     grid = min(n_tiles, resident_blocks(fn, warps * 32, shared))

@@ -1,4 +1,4 @@
-"""The native gate|up GEMV over weights re-laid in tiles, `gemv_tiled<CPW, R, NW, MB, PRE>`: each lane owns one row of a
+"""The native gate|up GEMV over weights re-laid in tiles, `gemv_tiled<CPW, R, NW, MB>`: each lane owns one row of a
 tile, so no row needs a warp sum (`native.tiled_gemv` lays the weights out and launches it).
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
@@ -22,11 +22,10 @@ __device__ __forceinline__ void tiled_load(uint4 (&buf)[CPW], const uint4* Wt, c
 // t R/2 .. t R/2 + R/2 - 1 then their up rows; lane l holds row l % R's 8-half chunk cg S + l / R of chunk group cg
 // (512 contiguous bytes). Block b takes tiles b, b + grid, ..; warp w the chunk groups i NW + w, each lane one fp32
 // sum; the S sub-lanes are summed by shuffles and the NW warps in shared memory once a tile, while the next
-// tile's loads are in flight. PRE 1: the first tile's loads are issued before pdl_wait (weights are constants), while
-// the earlier kernels (attention, o) still run; PRE 0: right after it, in flight during the fold. The same
+// tile's loads are in flight. The first tile's loads are issued before pdl_wait (weights are constants). The same
 // parameters as gemv (the LM head's unused); a fold is always given (norm_w). MB: blocks an SM that ptxas must
 // leave room for (its register cap; 0: none)
-template <int CPW, int R, int NW, int MB, int PRE>
+template <int CPW, int R, int NW, int MB>
 __global__ void __launch_bounds__(NW * 32, MB) gemv_tiled(
     const __half* __restrict__ W, const int n_rows, const int ld, const int k_len,
     const float* src, const __half* x_in, const float x_scale,
@@ -49,10 +48,9 @@ __global__ void __launch_bounds__(NW * 32, MB) gemv_tiled(
     int t = blockIdx.x;
     STAMP(0);
     pdl_trigger();
-    if (PRE) tiled_load<CPW, NW>(a, Wt, t, n_tiles, CG);  // in flight during the wait and the fold
+    tiled_load<CPW, NW>(a, Wt, t, n_tiles, CG);  // in flight during the wait and the fold
     touch_params(src, x_in, delta, delta_w, resid_out, norm_w, y, x_scale, eps, delta_parts, k_len);
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
-    if (!PRE) tiled_load<CPW, NW>(a, Wt, t, n_tiles, CG);  // in flight during the fold only
     STAMP(1);
     // form_vector's fold (the same bits) in 2 float4 slots a thread: k_len <= 8 x threads (`tiled_gemv.launch`)
     fold_regs<2>(vec, red, k_len, k_len >> 2, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w, eps);
