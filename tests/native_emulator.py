@@ -219,12 +219,21 @@ def gemv_split(name, grid, a):
 
 
 def gemv_tiled(name, grid, a):
-    """gemv_tiled<CPW,R,NW,MB>: gemv<..,EPI_GELU,..>'s contract over the tiled weights (`native.tiled_gemv`), read
-    back into rows by `tiled_gemv.rows` (tests/test_tiled_gemv.py checks the layout against the kernel's lanes)."""
+    """gemv_tiled<CPW,R,NW,MB,EPI>: gemv<..,EPI_GELU,..>'s contract (EPI 1) or gemv<..,EPI_PLAIN,..>'s over split-K
+    slices (EPI 0, grid y the slices) over the tiled weights (`native.tiled_gemv`), read back into rows by
+    `tiled_gemv.rows` / `rows_slices` (tests/test_tiled_gemv.py checks the layouts against the kernel's lanes)."""
     from vlmdecode.native import tiled_gemv
 
     (W, n_rows, _, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y) = a[:14]
-    R, n, k = int(name[name.index("<") + 1:-1].split(",")[1]), int(n_rows), int(k_len)
+    targs = [int(v) for v in name[name.index("<") + 1:-1].split(",")]
+    R, n, k = targs[1], int(n_rows), int(k_len)
+    if targs[4] == 0:  # EPI_PLAIN: y [splits, n] the slices' partial sums
+        sp = int(grid[1])
+        wt = view(W, F16, sp * n * k).reshape(sp, n // R, k // (8 * (32 // R)), 32, 8)
+        w_rows = tiled_gemv.rows_slices(wt, R).astype(np.float64).reshape(n, sp, k)
+        x = view(src, F32, sp * k).astype(np.float64).reshape(sp, k)
+        view(y, F32, sp * n)[:] = np.einsum("npk,pk->pn", w_rows, x).reshape(-1)
+        return
     wt = view(W, F16, 2 * n * k).reshape(n // (R // 2), k // (8 * (32 // R)), 32, 8)
     v = tiled_gemv.rows(wt, R).astype(np.float64) @ fold(k, src, x_in, x_scale, delta, dparts, delta_w, resid_out,
                                                           norm_w, eps)

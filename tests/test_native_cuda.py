@@ -141,6 +141,47 @@ def test_gemv_tiled_gate_up(H, I, R, warps, mb):
     assert rel(m.get(), gelu_tanh(gu[:I]) * gu[I:]) < 1e-5
 
 
+@pytest.mark.parametrize("H,I,splits", [(1152, 6912, 8), (64, 256, 2), (1152, 864, 1)])
+@pytest.mark.parametrize("R,warps", [(16, 8), (8, 4), (32, 8)])
+def test_gemv_tiled_down_slices(H, I, splits, R, warps):
+    """gemv_tiled EPI_PLAIN over down's tiled slices (`tiled_gemv.layout_slices`): every slice's partial sums
+    against float64, the grid's y its slices (as gemv's split-K stores them)."""
+    from vlmdecode.native import tiled_gemv as TG
+
+    k = I // splits
+    try:
+        TG.check_slices(H, k, R, warps)
+    except K.KernelShapeError:
+        pytest.skip(f"{H} rows x slices of {k} do not tile by R = {R}")
+    rng = np.random.default_rng(H + I + R + warps)
+    W = (rng.standard_normal((H, I)) * 0.05).astype(np.float16)
+    m = rng.standard_normal(I).astype(np.float32)
+    fns = K.compile_module(set(), set(), (), (TG.name(k, R, warps, 0, K.EPI_PLAIN),))
+    y = poisoned((splits, H))
+    L = TG.launch_slices(fns, "t", cupy.asarray(TG.layout_slices(W, R, splits)), H, k, splits, y=y,
+                         src=cupy.asarray(m), R=R, warps=warps)
+    assert L.grid[1] == splits
+    L()
+    ref = (W.astype(np.float64).reshape(H, splits, k) * m.astype(np.float64).reshape(1, splits, k)).sum(-1).T
+    assert rel(y.get(), ref) < 1e-5
+
+
+def test_native_tiled_down_follows_the_default_step(folders, image):
+    """Shapes.down_tiled in the captured step: the default step's tokens over 40 steps, logits within fp16
+    rounding of its (the slices' sums in another order)."""
+    runs = {}
+    for dt in ((), (16, 8, 0)):
+        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(down_tiled=dt))
+        names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
+        assert {names[id(L.fn)].split("<")[0] for L in pipe.decoder.body if L.name.endswith(".down")} == (
+            {"gemv_tiled"} if dt else {"gemv"})
+        _, x = pipe.prepare(PROMPT, image)
+        runs[dt] = _native_run(pipe, x, 40)
+    assert runs[()][0] == runs[(16, 8, 0)][0]
+    worst = max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(runs[(16, 8, 0)][1][1:], runs[()][1][1:]))
+    assert worst < 1e-2, worst
+
+
 def test_native_tiled_gate_up_follows_the_default_step(folders, image):
     """Shapes.gate_up_tiled in the captured step: the default step's tokens over 40 steps, logits within fp16
     rounding of its (the dot sums in another order)."""

@@ -424,7 +424,7 @@ def test_tiled_gate_up_follows_numpy_exec(fake, folders):
     dec = _decoder(folder, Shapes.for_head_dim(256).with_overrides({"gate_up_tiled": [4, 8, 4]}), sync_every=1,
                    lookahead=False)
     names = {L.fn.name for L in dec.body if L.name.endswith(".gate_up")}
-    assert names == {"gemv_tiled<1,4,8,4>"} and all("w_gate_up_t" in W for W in dec.layers)
+    assert names == {"gemv_tiled<1,4,8,4,1>"} and all("w_gate_up_t" in W for W in dec.layers)
     toks = []
     for tok in dec.generate(x, steps, Sampler(SamplingParams())):
         toks.append(tok)
@@ -437,4 +437,29 @@ def test_tiled_gate_up_follows_numpy_exec(fake, folders):
     assert {L.fn.name for L in dec.body if L.name.endswith(".gate_up")} == {"gemv_split<1,2>"}
     default = _decoder(folder)
     assert default.shapes.gate_up_tiled == (4, 8, 0)
-    assert {L.fn.name for L in default.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,4,8,0>"}
+    assert {L.fn.name for L in default.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,4,8,0,1>"}
+
+
+def test_tiled_down_follows_numpy_exec(fake, folders):
+    """Shapes.down_tiled: down's split-K slices as gemv_tiled over each layer's tiled copy; the same tokens as the
+    row-major step's, logits near the float64 reference; a rebuild without it lets the copies go."""
+    folder, steps = folders["split-k", "fused-cuda"], 8
+    x = np.asarray(_decoder(folder).table)[prompt_ids(10)]
+    base = list(_decoder(folder, sync_every=1).generate(x, steps, Sampler(SamplingParams())))
+    dec = _decoder(folder, Shapes.for_model(256, 64, 128).with_overrides({"down_tiled": [4, 8, 0]}), sync_every=1,
+                   lookahead=False)
+    assert dec.ksd > 1 or dec.plan.intermediate == dec.shapes.slice_target
+    names = {L.fn.name for L in dec.body if L.name.endswith(".down")}
+    k = dec.plan.intermediate // dec.ksd
+    assert names == {f"gemv_tiled<{-(-k // 64 // 8)},4,8,0,0>"} and all("w_down_t" in W for W in dec.layers)
+    assert {L.grid[1] for L in dec.body if L.name.endswith(".down")} == {dec.ksd}
+    toks = []
+    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
+        toks.append(tok)
+        if len(toks) > 1:
+            ref = dec.ort.ref.forward(np.asarray(dec.table)[toks[-2]][None].astype(np.float64), dec.ort.cache)[-1]
+            assert np.abs(np.asarray(dec.logits, np.float64) - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
+    assert toks == base and dec.kernels_per_step() == 5 * dec.plan.num_layers + 2
+    dec.rebuild(dec.shapes.with_overrides({"down_tiled": []}))
+    assert not any("w_down_t" in W for W in dec.layers)
+    assert {L.fn.name.split("<")[0] for L in dec.body if L.name.endswith(".down")} == {"gemv"}

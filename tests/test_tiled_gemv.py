@@ -74,9 +74,56 @@ def test_launch_needs_a_fold_and_the_tiled_bytes():
                   norm_w=np.ones(64, np.float32), eps=1e-6, R=4)
 
 
+@pytest.mark.parametrize("field", ["gate_up_tiled", "down_tiled"])
 @pytest.mark.parametrize("bad", [(4,), (4, 8, -1), (4.0, 8, 4)])
-def test_shapes_refuses_a_malformed_tiled_field(bad):
-    with pytest.raises(KernelShapeError, match="gate_up_tiled"):
-        Shapes(gate_up_tiled=bad)
+def test_shapes_refuses_a_malformed_tiled_field(bad, field):
+    with pytest.raises(KernelShapeError, match=field):
+        Shapes(**{field: bad})
     assert Shapes().gate_up_tiled == ()
     assert Shapes().with_overrides({"gate_up_tiled": [4, 8, 4]}).gate_up_tiled == (4, 8, 4)
+
+
+def slices_emulated(w_t: np.ndarray, x: np.ndarray, R: int, nw: int) -> np.ndarray:
+    """gemv_tiled EPI_PLAIN's sums in float64 by its own indexing -> y [splits, n]: slice p's tiles against x's
+    slice p."""
+    splits, n_tiles, CG = w_t.shape[:3]
+    S, k = 32 // R, CG * 8 * (32 // R)
+    sub = np.arange(32) // R
+    y = np.zeros((splits, n_tiles * R))
+    for p in range(splits):
+        xs = x[p * k:(p + 1) * k]
+        for t in range(n_tiles):
+            acc = np.zeros((nw, 32))
+            for cg in range(CG):
+                cols = (cg * S + sub)[:, None] * 8 + np.arange(8)
+                acc[cg % nw] += (w_t[p, t, cg].astype(np.float64) * xs[cols]).sum(-1)
+            y[p, t * R:(t + 1) * R] = acc.sum(0).reshape(S, R).sum(0)
+    return y
+
+
+@pytest.mark.parametrize("R,splits", [(2, 1), (4, 3), (8, 2), (16, 8), (32, 2)])
+def test_slice_layout_round_trip_and_lanes(R, splits):
+    rng = np.random.default_rng(R + splits)
+    n, k = 2 * R, 2 * 8 * (32 // R)
+    w = rng.standard_normal((n, splits * k)).astype(np.float16)
+    w_t = TG.layout_slices(w, R, splits)
+    assert w_t.shape == (splits, n // R, k // (8 * (32 // R)), 32, 8) and w_t.flags.c_contiguous
+    np.testing.assert_array_equal(TG.rows_slices(w_t, R), w)
+    x = rng.standard_normal(splits * k)
+    ref = (w.astype(np.float64).reshape(n, splits, k) * x.reshape(1, splits, k)).sum(-1).T
+    for nw in (1, 3, 8):
+        np.testing.assert_allclose(slices_emulated(w_t, x, R, nw), ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n, k, R, match", [(16, 64, 6, "must divide 32"), (12, 64, 8, "do not tile"),
+                                            (16, 40, 8, "do not tile"), (16, 64, 1, "must divide 32")])
+def test_slices_it_cannot_run_are_refused(n, k, R, match):
+    with pytest.raises(KernelShapeError, match=match):
+        TG.check_slices(n, k, R, 8)
+
+
+def test_slice_launch_needs_the_tiled_bytes():
+    with pytest.raises(KernelShapeError, match="holds 4096 bytes"):
+        TG.launch_slices({}, "L0.down", np.zeros(16 * 64, np.float16), 16, 64, 2, y=None, src=None, R=8)
+    with pytest.raises(KernelShapeError, match="slices do not cover"):
+        TG.layout_slices(np.zeros((16, 100), np.float16), 8, 3)

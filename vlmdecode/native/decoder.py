@@ -18,7 +18,8 @@
                          other half's first rows are in flight), or by default where the weights tile
                          (Shapes.gate_up_tiled) gemv_tiled, a lane a row over a tiled copy of the weights
                          (`native.tiled_gemv`; the rows stay for the native prefill's GEMMs)
-                down     split-K down GEMV (partials summed by the next prologue)
+                down     split-K down GEMV (partials summed by the next prologue), or (Shapes.down_tiled)
+                         gemv_tiled over a tiled copy of each slice
               head: residual fold + final norm, LM head GEMV, softcap, fp16 logits and argmax partials;
               a greedy step that nobody reads logits of (the default loop: lookahead, or sync_every > 1) runs
               the bounded head instead (`native.bounded_head`, head="auto"/"bounded"): the same token from an
@@ -210,16 +211,17 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
             table = embedding_table(self.folder, np.float16)  # the embedding model's row for each id
         self.table = cp.asarray(np.ascontiguousarray(table))
 
-    def _tiled_gate_up(self, plan: DecoderPlan, R: int) -> None:
-        """Each layer's gate|up weights tiled by R rows (`native.tiled_gemv.layout`) beside its rows, made from the
-        plan's weights when R changes; R 0: the tiled copies let go."""
+    def _tiled(self, plan: DecoderPlan, key: str, form, shape) -> None:
+        """Each layer's `key` weights (w_gate_up, w_down) tiled (`form`(rows): `native.tiled_gemv`) beside its rows
+        as W[key + "_t"], made from the plan's weights when `shape` (what the tiling depends on) changes; shape
+        None: the tiled copies let go."""
         for L, W in zip(plan.layers, self.layers):
-            if not R:
-                W.pop("w_gate_up_t", None)
-                W.pop("gate_up_tiled_R", None)
-            elif W.get("gate_up_tiled_R") != R:
-                W["w_gate_up_t"] = self.cp.asarray(TG.layout(K.rows_layout(np.asarray(L.w_gate_up, np.float16)), R))
-                W["gate_up_tiled_R"] = R
+            if shape is None:
+                W.pop(key + "_t", None)
+                W.pop(key + "_t_shape", None)
+            elif W.get(key + "_t_shape") != shape:
+                W[key + "_t"] = self.cp.asarray(form(K.rows_layout(np.asarray(getattr(L, key), np.float16))))
+                W[key + "_t_shape"] = shape
 
     def _buffers(self, plan: DecoderPlan) -> None:
         cp, H, D = self.cp, plan.hidden, plan.head_dim
@@ -247,9 +249,12 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         head_nv = K.loads_per_lane(H)
         bounded = BH.names(H, head_nv, bits=self.head_bits) if self.head_kind == "bounded" else ()
-        tiled = sh.gate_up_tiled
-        self._tiled_gate_up(plan, tiled[0] if tiled else 0)
-        fns = K.compile_module(gemvs, {D}, cl, (*bounded, *([TG.name(H, *tiled)] if tiled else [])))
+        tiled, dt = sh.gate_up_tiled, sh.down_tiled
+        self._tiled(plan, "w_gate_up", lambda w: TG.layout(w, tiled[0]), tiled[0] if tiled else None)
+        self._tiled(plan, "w_down", lambda w: TG.layout_slices(w, dt[0], self.ksd), (dt[0], self.ksd) if dt else None)
+        extra = [TG.name(H, *tiled)] if tiled else []
+        extra += [TG.name(I // self.ksd, *dt, K.EPI_PLAIN)] if dt else []
+        fns = K.compile_module(gemvs, {D}, cl, (*bounded, *extra))
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -277,8 +282,12 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
             else:
                 steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, **fold,
                                     **sh.gemv("gate_up")))
-            steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd, y=self.dpart,
-                                src=self.m, **sh.gemv("down")))
+            if dt:
+                steps.append(TG.launch_slices(fns, f"L{l}.down", W["w_down_t"], H, I // self.ksd, self.ksd,
+                                              y=self.dpart, src=self.m, R=dt[0], warps=dt[1], mb=dt[2]))
+            else:
+                steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd,
+                                    y=self.dpart, src=self.m, **sh.gemv("down")))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,

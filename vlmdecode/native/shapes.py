@@ -45,6 +45,8 @@ class Shapes:
     gate_up_tiled: tuple = ()  # (R, warps, MB): gate|up as gemv_tiled over a tiled copy of its weights (a lane a
     # row, R rows a tile, MB blocks an SM its register cap leaves room for; `native.tiled_gemv`); (): gate_up above
     down: tuple = (4, 1, 2)  # double-buffered, at no register cost (h200_gemv_prefetch.json)
+    down_tiled: tuple = ()  # (R, warps, MB): down's split-K slices as gemv_tiled over a tiled copy of its weights
+    # (`native.tiled_gemv.layout_slices`); (): down above
     head: tuple = (8, 2, 0)  # grid-stride, <= 1024 blocks; PF 0 keeps more blocks resident (same file)
     slice_target: int = SLICE_TARGET
     attn_chunk: int = ATTN_CHUNK
@@ -64,9 +66,10 @@ class Shapes:
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     def __post_init__(self):
-        t = self.gate_up_tiled
-        if t and not (len(t) == 3 and all(isinstance(v, int) and v >= 0 for v in t)):
-            raise KernelShapeError(f"gate_up_tiled takes () or (R, warps, MB), three counts, got {t!r}")
+        for name in ("gate_up_tiled", "down_tiled"):
+            t = getattr(self, name)
+            if t and not (len(t) == 3 and all(isinstance(v, int) and v >= 0 for v in t)):
+                raise KernelShapeError(f"{name} takes () or (R, warps, MB), three counts, got {t!r}")
         g, k = self.attn_clusters_global, self.attn_cluster_keys
         if not (g == "auto" or (isinstance(g, int) and g >= 0)) or not (isinstance(k, int) and k >= 0):
             raise KernelShapeError(f"attn_clusters_global takes a count >= 0 or 'auto' and attn_cluster_keys a count "

@@ -1,4 +1,4 @@
-"""gate|up over its weights re-laid in tiles: the layout, its inverse and the `gemv_tiled` launch.
+"""gate|up and down over their weights re-laid in tiles: the layouts, their inverses and the `gemv_tiled` launches.
 
 The step's gemv gives a warp whole rows and sums each row across the warp with a 5-step shuffle chain before it
 loads its next rows. Here a lane owns a row:
@@ -9,19 +9,24 @@ loads its next rows. Here a lane owns a row:
     W_t         [n_tiles][CG = k / 8S][32][8] halves
 
 A block takes a tile at a time, its warps the chunk groups i NW + w, each lane one fp32 sum; the sub-lanes and the
-warps are summed once a tile. Measured first outside the decoder (`scripts/h200_tiled_gemv_probe.py`,
-data/results/h200_tiled_gemv_probe_88ba30d.json), where it read gemma3-1b's gate|up faster than the step's gemv.
+warps are summed once a tile. down (EPI_PLAIN, split-K): each slice of the reduction is tiled on its own,
+
+    W_t         [splits][n_tiles = n / R][CG = k / 8S][32][8] halves, tile t: rows t R .. t R + R - 1
+
+Measured first outside the decoder (`scripts/h200_tiled_gemv_probe.py`,
+data/results/h200_tiled_gemv_probe_88ba30d.json), where it read gemma3-1b's gate|up and down faster than the step's
+gemv.
 
 What it is not: the kernel (`native.cuda_src.gemv_tiled`), or the choice to use it (`Shapes.gate_up_tiled`,
-`native.decoder`). The tiled copy is extra device memory beside the row-major weights, which the native prefill's
-GEMMs read.
+`Shapes.down_tiled`, `native.decoder`). The tiled copies are extra device memory beside the row-major weights, which
+the native prefill's GEMMs read.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .kernels import KernelShapeError, Launch, _need_shared, pack, resident_blocks
+from .kernels import EPI_GELU, EPI_PLAIN, KernelShapeError, Launch, _need_shared, pack, resident_blocks
 
 
 def check(n_rows: int, k_len: int, R: int, warps: int) -> None:
@@ -39,6 +44,39 @@ def check(n_rows: int, k_len: int, R: int, warps: int) -> None:
     if k_len > 8 * 32 * warps:
         raise KernelShapeError(f"gemv_tiled: its fold holds 8 elements a thread, so a row of {k_len} needs "
                                f">= {-(-k_len // 256)} warps, got {warps}")
+
+
+def check_slices(n_rows: int, k_len: int, R: int, warps: int) -> None:
+    """Refuse what gemv_tiled's split-K slices cannot run: R rows a tile (a divisor of 32, >= 2), whole tiles and
+    whole chunk groups of a slice of k_len."""
+    if R < 2 or R > 32 or 32 % R:
+        raise KernelShapeError(f"gemv_tiled: a tile's rows must divide 32 (2-32), got {R}")
+    if not 1 <= warps <= 32:
+        raise KernelShapeError(f"gemv_tiled: 1 to 32 warps a block, got {warps}")
+    if n_rows % R or k_len % (8 * (32 // R)):
+        raise KernelShapeError(f"gemv_tiled: {n_rows} rows with slices of {k_len} do not tile by R = {R}: the rows "
+                               f"must be a multiple of {R} and a slice a multiple of {8 * (32 // R)}; give "
+                               f"Shapes.down_tiled another R or () for the row-major gemv")
+
+
+def layout_slices(w_rows: np.ndarray, R: int, splits: int) -> np.ndarray:
+    """down's rows [n, K] in split-K slices of K / splits -> W_t [splits][n / R][k / 8S][32][8], k = K / splits."""
+    n, K = w_rows.shape
+    if K % splits:
+        raise KernelShapeError(f"gemv_tiled: {splits} slices do not cover rows of {K}")
+    k, S = K // splits, 32 // R
+    check_slices(n, k, R, 1)
+    # [t, r, p, cg, s, e] -> [p, t, cg, s, r, e]: lane s R + r of chunk group cg holds row t R + r's chunk cg S + s
+    t = w_rows.reshape(n // R, R, splits, k // (8 * S), S, 8).transpose(2, 0, 3, 4, 1, 5)
+    return np.ascontiguousarray(t).reshape(splits, n // R, k // (8 * S), 32, 8)
+
+
+def rows_slices(w_t: np.ndarray, R: int) -> np.ndarray:
+    """`layout_slices`' inverse: W_t -> the rows [n, K]."""
+    splits, n_tiles, cg = w_t.shape[:3]
+    S = 32 // R
+    t = w_t.reshape(splits, n_tiles, cg, S, R, 8).transpose(1, 4, 0, 2, 3, 5)
+    return t.reshape(n_tiles * R, splits * cg * S * 8)
 
 
 def layout(w_rows: np.ndarray, R: int) -> np.ndarray:
@@ -66,9 +104,9 @@ def chunks_per_warp(k_len: int, R: int, warps: int) -> int:
     return -(-(k_len // (8 * (32 // R))) // warps)
 
 
-def name(k_len: int, R: int, warps: int, mb: int) -> str:
-    """gemv_tiled<CPW, R, NW, MB>."""
-    return f"gemv_tiled<{chunks_per_warp(k_len, R, warps)},{R},{warps},{mb}>"
+def name(k_len: int, R: int, warps: int, mb: int, epi: int = EPI_GELU) -> str:
+    """gemv_tiled<CPW, R, NW, MB, EPI> (EPI_GELU: gate|up, EPI_PLAIN: down's slices)."""
+    return f"gemv_tiled<{chunks_per_warp(k_len, R, warps)},{R},{warps},{mb},{epi}>"
 
 
 def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, x_scale: float = 1.0, delta=None,
@@ -92,3 +130,21 @@ def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, 
                       None, None, None, None)
     return Launch(label, fn, (grid, 1, 1), (warps * 32, 1, 1), args, shared, want + 4 * k_len + 4 * n_rows,
                   held=held)
+
+
+def launch_slices(fns, label: str, w_t, n_rows: int, k_len: int, splits: int, *, y, src, R: int, warps: int = 8,
+                  mb: int = 0) -> Launch:
+    """down's split-K launch over W_t (`layout_slices`): y [splits, n_rows] the slices' partial sums of src's
+    slices; the grid: every block the GPU holds at once over the slices, at most one a tile a slice."""
+    check_slices(n_rows, k_len, R, warps)
+    want = splits * n_rows * k_len * 2
+    if int(w_t.nbytes) != want:
+        raise KernelShapeError(f"{label}: a tiled down of {n_rows} rows x {splits} slices of {k_len} holds {want} "
+                               f"bytes, got {int(w_t.nbytes)}")
+    fn = fns[name(k_len, R, warps, mb, EPI_PLAIN)]
+    shared = _need_shared(fn, 4 * k_len)
+    grid = min(n_rows // R, -(-resident_blocks(fn, warps * 32, shared) // splits))
+    args, held = pack(w_t, np.int32(n_rows), np.int32(k_len), np.int32(k_len), src, None, np.float32(1.0), None,
+                      np.int32(1), None, None, None, np.float32(0.0), y, None, np.float32(0.0), None, None, None, None)
+    return Launch(label, fn, (grid, splits, 1), (warps * 32, 1, 1), args, shared,
+                  want + 4 * splits * k_len + 4 * splits * n_rows, held=held)
