@@ -47,6 +47,9 @@ def test_shapes_name_each_step_gemvs_block_shape_and_instance():
     assert Shapes.for_model(256, 1152, 6912).gate_up_tiled == (4, 8, 0)
     assert Shapes.for_model(256, 1152).gate_up_tiled == ()
     assert Shapes.for_model(256, 1160, 6912).gate_up_tiled == () and Shapes.for_model(256, 2560, 64).gate_up_tiled == ()
+    # down's slices where the hidden size tiles by R 16 and a slice (6912 / 8 = 864) by 16
+    assert Shapes.for_model(256, 1152, 6912).down_tiled == (16, 8, 0) and Shapes.for_model(256, 1152).down_tiled == ()
+    assert Shapes.for_model(256, 1160, 6912).down_tiled == () and Shapes.for_model(256, 1152, 6904).down_tiled == ()
     assert sh.gemv("down") == dict(warps=4, rpw=1, prefetch_weights=2)
     # gemma3-1b: hidden 1152 (5 loads a lane), q 1024 (4), down's slice 864 (4); qkv and head share nv 5
     got = sh.gemv_instances({"qkv": 1152, "o": 1024, "gate_up": 1152, "down": 864, "head": 1152})

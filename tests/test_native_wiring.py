@@ -444,10 +444,12 @@ def test_tiled_down_follows_numpy_exec(fake, folders):
     """Shapes.down_tiled: down's split-K slices as gemv_tiled over each layer's tiled copy; the same tokens as the
     row-major step's, logits near the float64 reference; a rebuild without it lets the copies go."""
     folder, steps = folders["split-k", "fused-cuda"], 8
-    x = np.asarray(_decoder(folder).table)[prompt_ids(10)]
-    base = list(_decoder(folder, sync_every=1).generate(x, steps, Sampler(SamplingParams())))
-    dec = _decoder(folder, Shapes.for_model(256, 64, 128).with_overrides({"down_tiled": [4, 8, 0]}), sync_every=1,
-                   lookahead=False)
+    default = _decoder(folder)
+    x = np.asarray(default.table)[prompt_ids(10)]
+    assert default.shapes.down_tiled == (16, 8, 0)  # the decoder's default where down's slices tile (for_model)
+    rows = default.shapes.with_overrides({"down_tiled": []})
+    base = list(_decoder(folder, rows, sync_every=1).generate(x, steps, Sampler(SamplingParams())))
+    dec = _decoder(folder, rows.with_overrides({"down_tiled": [4, 8, 0]}), sync_every=1, lookahead=False)
     assert dec.ksd > 1 or dec.plan.intermediate == dec.shapes.slice_target
     names = {L.fn.name for L in dec.body if L.name.endswith(".down")}
     k = dec.plan.intermediate // dec.ksd

@@ -21,11 +21,14 @@ from .kernels import (
     cluster_splits,
     loads_per_lane,
     split_fold_max,
+    split_k,
 )
 
 TILED_GATE_UP = (4, 8, 0)  # for_model's gate|up as gemv_tiled: R 4, 8 warps, no register cap (66 registers, 3
 # blocks an SM); across processes 0.976x the gemv_split step, 4 blocks an SM (MB 4) 0.980x
 # (h200_tiled_gate_up_ab_88ba30d.json)
+TILED_DOWN = (16, 8, 0)  # for_model's down slices as gemv_tiled: R 16, 8 warps (77 registers, 3 blocks an SM); across
+# processes 0.966x the step with down's row-major gemv, R 8 0.966x too (h200_tiled_down_ab_90a8a6d.json)
 MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters a KV head (8 x 16 blocks <= 132 SMs)
 
 
@@ -80,9 +83,9 @@ class Shapes:
 
     @classmethod
     def for_model(cls, head_dim: int, hidden: int, intermediate: int = 0) -> Shapes:
-        """`for_head_dim`'s shapes, with gate|up as gemv_tiled (`TILED_GATE_UP`) where its weights tile (the
-        intermediate size given), else at PF 0 where the hidden size is longer than PF 3's fold takes
-        (`split_fold_max`)."""
+        """`for_head_dim`'s shapes, with gate|up and down's split-K slices as gemv_tiled (`TILED_GATE_UP`,
+        `TILED_DOWN`) where their weights tile (the intermediate size given), gate|up else at PF 0 where the hidden
+        size is longer than PF 3's fold takes (`split_fold_max`)."""
         out = cls.for_head_dim(head_dim)
         if intermediate:
             try:
@@ -90,6 +93,12 @@ class Shapes:
                 out = replace(out, gate_up_tiled=TILED_GATE_UP)
             except KernelShapeError:
                 pass  # gemv's row layout takes any multiple of 8: the shapes below
+            try:
+                k = intermediate // split_k(intermediate, out.slice_target)
+                tiled_gemv.check_slices(hidden, k, TILED_DOWN[0], TILED_DOWN[1])
+                out = replace(out, down_tiled=TILED_DOWN)
+            except KernelShapeError:
+                pass  # down's row-major gemv
         if len(out.gate_up) > 2 and int(out.gate_up[2]) == 3 and hidden > split_fold_max(out.gate_up[0]):
             out = replace(out, gate_up=(*out.gate_up[:2], 0, *out.gate_up[3:]))
         return out
