@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from h200_stream_probe import COPIES, METHOD, PROBE, provenance, timed, write  # noqa: E402
+from h200_stream_probe import METHOD, PROBE, provenance, size_inputs, timed, write  # noqa: E402
 
 from vlmdecode.native.cuda_src import common  # noqa: E402 - dot8, the step's 8-wide dot
 
@@ -163,13 +163,7 @@ def main() -> None:
                  "registers": {n: int(mod.get_function(n).num_regs) for n in gx_names + mma_names}, "sizes": {}}
     for name, (rows, k, splits, (warps, rpw)) in SHAPES.items():
         k_len = k // splits
-        Wh = [(np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16) for c in range(COPIES)]
-        xh = np.random.default_rng(9).standard_normal(k).astype(np.float32)
-        ref = (Wh[0].astype(np.float64).reshape(rows, splits, k_len)
-               * xh.astype(np.float64).reshape(1, splits, k_len)).sum(-1).T  # [splits, rows]
-        Ws, x = [cupy.asarray(w) for w in Wh], cupy.asarray(xh)
-        y = cupy.zeros(splits * rows, cupy.float32)
-        r: dict = {"bytes": int(Wh[0].nbytes), "splits": splits, "us": {}, "max_rel_err": {}}
+        Wh, Ws, x, ref, y, r = size_inputs(cupy, rows, k, splits)
         r["us"]["rd4 x8"] = timed([partial(rd, (sms * 8,), (256,), (W, np.int64(W.nbytes // 16), sink)) for W in Ws])
 
         def run(label, fn, grid, threads, shared, Ws=Ws, x=x, y=y, r=r, ref=ref, dims=(rows, k, k_len, splits)):

@@ -167,6 +167,18 @@ def write(name: str, obj: dict) -> None:
     native_kernel_bench.write_result(name, obj)
 
 
+def size_inputs(cupy, rows: int, k: int, splits: int):
+    """A projection's probe inputs: COPIES fp16 weight copies [rows, k] (host and device), the vector x, its float64
+    reference per split-K slice [splits, rows], a zeroed y and the size's result dict."""
+    k_len = k // splits
+    Wh = [(np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16) for c in range(COPIES)]
+    xh = np.random.default_rng(9).standard_normal(k).astype(np.float32)
+    ref = (Wh[0].astype(np.float64).reshape(rows, splits, k_len)
+           * xh.astype(np.float64).reshape(1, splits, k_len)).sum(-1).T  # [splits, rows]
+    r: dict = {"bytes": int(Wh[0].nbytes), "splits": splits, "us": {}, "max_rel_err": {}}
+    return Wh, [cupy.asarray(w) for w in Wh], cupy.asarray(xh), ref, cupy.zeros(splits * rows, cupy.float32), r
+
+
 def timed(launches, reps: int = 20, rounds: int = 5) -> float:
     """us per launch: `reps` x COPIES launches (one callable a weight copy) captured in one graph, replayed
     `rounds` times, median (h200_native.time_graph, plain launches)."""

@@ -151,7 +151,7 @@ def emulate(Wt: np.ndarray, x: np.ndarray, R: int, NW: int, splits: int = 1) -> 
 
 def main() -> None:
     import cupy
-    from h200_stream_probe import COPIES, METHOD, PROBE, provenance, timed, write
+    from h200_stream_probe import METHOD, PROBE, provenance, size_inputs, timed, write
 
     from vlmdecode.native import kernels as K
     from vlmdecode.native.cuda_src import common
@@ -175,13 +175,7 @@ def main() -> None:
                  "registers": {n: int(mod.get_function(n).num_regs) for n in names}, "sizes": {}}
     for name, (rows, k, splits, (warps, rpw, pf), epi) in SHAPES.items():
         k_len = k // splits
-        Wh = [(np.random.default_rng(c).standard_normal((rows, k)) * 0.05).astype(np.float16) for c in range(COPIES)]
-        xh = np.random.default_rng(9).standard_normal(k).astype(np.float32)
-        ref = (Wh[0].astype(np.float64).reshape(rows, splits, k_len)
-               * xh.astype(np.float64).reshape(1, splits, k_len)).sum(-1).T  # [splits, rows]
-        Ws, x = [cupy.asarray(w) for w in Wh], cupy.asarray(xh)
-        y = cupy.zeros(splits * rows, cupy.float32)
-        r: dict = {"bytes": int(Wh[0].nbytes), "splits": splits, "us": {}, "max_rel_err": {}}
+        Wh, Ws, x, ref, y, r = size_inputs(cupy, rows, k, splits)
         r["us"]["rd4 x8"] = timed([partial(rd, (sms * 8,), (256,), (W, np.int64(W.nbytes // 16), sink)) for W in Ws])
         n_out = rows // 2 if epi == "gelu" else rows
         r["us"][f"gemv {warps}w {rpw}r pf{pf} {epi}"] = timed(

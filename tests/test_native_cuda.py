@@ -166,35 +166,21 @@ def test_gemv_tiled_down_slices(H, I, splits, R, warps):
     assert rel(y.get(), ref) < 1e-5
 
 
-def test_native_tiled_down_follows_the_default_step(folders, image):
-    """Shapes.down_tiled in the captured step: the default step's tokens over 40 steps, logits within fp16
-    rounding of its (the slices' sums in another order)."""
+@pytest.mark.parametrize("field,tiled,launch,rows", [("gate_up_tiled", (4, 8, 4), ".gate_up", "gemv_split"),
+                                                     ("down_tiled", (16, 8, 0), ".down", "gemv")])
+def test_native_tiled_gemv_follows_the_default_step(folders, image, field, tiled, launch, rows):
+    """Shapes.gate_up_tiled / down_tiled in the captured step: the row-major step's tokens over 40 steps, logits
+    within fp16 rounding of its (the dot sums in another order)."""
     runs = {}
-    for dt in ((), (16, 8, 0)):
-        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(down_tiled=dt))
+    for t in ((), tiled):
+        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(**{field: t}))
         names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
-        assert {names[id(L.fn)].split("<")[0] for L in pipe.decoder.body if L.name.endswith(".down")} == (
-            {"gemv_tiled"} if dt else {"gemv"})
+        assert {names[id(L.fn)].split("<")[0] for L in pipe.decoder.body if L.name.endswith(launch)} == (
+            {"gemv_tiled"} if t else {rows})
         _, x = pipe.prepare(PROMPT, image)
-        runs[dt] = _native_run(pipe, x, 40)
-    assert runs[()][0] == runs[(16, 8, 0)][0]
-    worst = max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(runs[(16, 8, 0)][1][1:], runs[()][1][1:]))
-    assert worst < 1e-2, worst
-
-
-def test_native_tiled_gate_up_follows_the_default_step(folders, image):
-    """Shapes.gate_up_tiled in the captured step: the default step's tokens over 40 steps, logits within fp16
-    rounding of its (the dot sums in another order)."""
-    runs = {}
-    for tiled in ((), (4, 8, 4)):
-        pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(gate_up_tiled=tiled))
-        names = {id(f): n for mod in K._modules.values() for n, f in mod.items()}
-        assert {names[id(L.fn)].split("<")[0] for L in pipe.decoder.body if L.name.endswith(".gate_up")} == (
-            {"gemv_tiled"} if tiled else {"gemv_split"})
-        _, x = pipe.prepare(PROMPT, image)
-        runs[tiled] = _native_run(pipe, x, 40)
-    assert runs[()][0] == runs[(4, 8, 4)][0]
-    worst = max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(runs[(4, 8, 4)][1][1:], runs[()][1][1:]))
+        runs[t] = _native_run(pipe, x, 40)
+    assert runs[()][0] == runs[tiled][0]
+    worst = max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(runs[tiled][1][1:], runs[()][1][1:]))
     assert worst < 1e-2, worst
 
 

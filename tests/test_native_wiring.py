@@ -415,6 +415,17 @@ def test_graph_ms_replays_once_warm_then_n_between_events():
     assert order == ["launch", "record", "launch", "launch", "launch", "record", "sync"]
 
 
+def _tokens_near_reference(dec, x, steps):
+    """dec's greedy tokens (a plain loop, lookahead off), each step's logits near the float64 reference's."""
+    toks = []
+    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
+        toks.append(tok)
+        if len(toks) > 1:
+            ref = dec.ort.ref.forward(np.asarray(dec.table)[toks[-2]][None].astype(np.float64), dec.ort.cache)[-1]
+            assert np.abs(np.asarray(dec.logits, np.float64) - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
+    return toks
+
+
 def test_tiled_gate_up_follows_numpy_exec(fake, folders):
     """Shapes.gate_up_tiled: gate|up as gemv_tiled over each layer's tiled copy; the same tokens as the gemv_split
     step's and logits near numpy_exec's; a rebuild without it lets the copies go; the decoder's default takes it."""
@@ -425,12 +436,7 @@ def test_tiled_gate_up_follows_numpy_exec(fake, folders):
                    lookahead=False)
     names = {L.fn.name for L in dec.body if L.name.endswith(".gate_up")}
     assert names == {"gemv_tiled<1,4,8,4,1>"} and all("w_gate_up_t" in W for W in dec.layers)
-    toks = []
-    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
-        toks.append(tok)
-        if len(toks) > 1:
-            ref = dec.ort.ref.forward(np.asarray(dec.table)[toks[-2]][None].astype(np.float64), dec.ort.cache)[-1]
-            assert np.abs(np.asarray(dec.logits, np.float64) - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
+    toks = _tokens_near_reference(dec, x, steps)
     assert toks == base and dec.kernels_per_step() == 5 * dec.plan.num_layers + 2
     dec.rebuild(Shapes.for_head_dim(256))
     assert not any("w_gate_up_t" in W for W in dec.layers)
@@ -455,12 +461,7 @@ def test_tiled_down_follows_numpy_exec(fake, folders):
     k = dec.plan.intermediate // dec.ksd
     assert names == {f"gemv_tiled<{-(-k // 64 // 8)},4,8,0,0>"} and all("w_down_t" in W for W in dec.layers)
     assert {L.grid[1] for L in dec.body if L.name.endswith(".down")} == {dec.ksd}
-    toks = []
-    for tok in dec.generate(x, steps, Sampler(SamplingParams())):
-        toks.append(tok)
-        if len(toks) > 1:
-            ref = dec.ort.ref.forward(np.asarray(dec.table)[toks[-2]][None].astype(np.float64), dec.ort.cache)[-1]
-            assert np.abs(np.asarray(dec.logits, np.float64) - ref).max() < 2e-2 * np.abs(ref).max(), len(toks)
+    toks = _tokens_near_reference(dec, x, steps)
     assert toks == base and dec.kernels_per_step() == 5 * dec.plan.num_layers + 2
     dec.rebuild(dec.shapes.with_overrides({"down_tiled": []}))
     assert not any("w_down_t" in W for W in dec.layers)
