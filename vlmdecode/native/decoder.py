@@ -51,6 +51,7 @@ from ..sampling import Sampler, sample_unchecked
 from . import bounded_head as BH
 from . import kernels as K
 from . import tiled_gemv as TG
+from . import weights as DW
 from .loop import NativeLoop
 from .pdl import supported as pdl_supported
 from .plan import DecoderPlan, PlanError
@@ -176,52 +177,9 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
 
     # ---- set-up ----------------------------------------------------------------------------------
     def _upload(self, plan: DecoderPlan) -> None:
-        cp = self.cp
-        f32 = lambda a: cp.asarray(np.ascontiguousarray(a, np.float32))  # noqa: E731
-        opt = lambda a: None if a is None else f32(a)  # noqa: E731
-        rows = lambda w: cp.asarray(K.rows_layout(np.asarray(w, np.float16)))  # noqa: E731
-        ropes: list[tuple[np.ndarray, np.ndarray, object, object]] = []
-
-        def rope(L):
-            for c, s, dc, ds in ropes:  # global and local layers share two tables
-                if c.shape == L.rope_cos.shape and np.array_equal(c, L.rope_cos) and np.array_equal(s, L.rope_sin):
-                    return dc, ds
-            ropes.append((L.rope_cos, L.rope_sin, f32(L.rope_cos), f32(L.rope_sin)))
-            return ropes[-1][2:]
-
-        self.layers = []
-        for L in plan.layers:
-            cos, sin = rope(L)
-            self.layers.append(dict(
-                w_qkv=rows(L.w_qkv), w_o=rows(L.w_o), w_gate_up=rows(L.w_gate_up), w_down=rows(L.w_down),
-                input_norm=f32(L.input_norm), post_attn_norm=f32(L.post_attn_norm), pre_ffn_norm=f32(L.pre_ffn_norm),
-                post_ffn_norm=f32(L.post_ffn_norm), q_norm=opt(L.q_norm), k_norm=opt(L.k_norm), cos=cos, sin=sin))
-        self.final_norm = f32(plan.final_norm)
-        self.lm_head = rows(plan.lm_head)  # tied: lm_head is embed_table.T, so this is the table itself
-        # the bounded head's int8 copy and row bounds (vocab x hidden bytes + 16 a row), quantised on the GPU
-        self.bound_table = None
-        if self.head_kind == "bounded":
-            t = BH.quantise(self.lm_head, plan.hidden, bits=self.head_bits)
-            self.bound_table = BH.BoundTable(cp.asarray(t.q), cp.asarray(t.sc), t.bits)
-        if plan.drive == "ids":
-            table = np.asarray(plan.embed_table, np.float16)
-        else:
-            from ..embedtable import embedding_table
-
-            table = embedding_table(self.folder, np.float16)  # the embedding model's row for each id
-        self.table = cp.asarray(np.ascontiguousarray(table))
-
-    def _tiled(self, plan: DecoderPlan, key: str, form, shape) -> None:
-        """Each layer's `key` weights (w_gate_up, w_down) tiled (`form`(rows): `native.tiled_gemv`) beside its rows
-        as W[key + "_t"], made from the plan's weights when `shape` (what the tiling depends on) changes; shape
-        None: the tiled copies let go."""
-        for L, W in zip(plan.layers, self.layers):
-            if shape is None:
-                W.pop(key + "_t", None)
-                W.pop(key + "_t_shape", None)
-            elif W.get(key + "_t_shape") != shape:
-                W[key + "_t"] = self.cp.asarray(form(K.rows_layout(np.asarray(getattr(L, key), np.float16))))
-                W[key + "_t_shape"] = shape
+        w = DW.upload(self.cp, plan, self.folder, self.head_kind, self.head_bits)
+        self.layers, self.final_norm, self.lm_head, self.bound_table, self.table = (
+            w.layers, w.final_norm, w.lm_head, w.bound_table, w.table)
 
     def _buffers(self, plan: DecoderPlan) -> None:
         cp, H, D = self.cp, plan.hidden, plan.head_dim
@@ -250,8 +208,10 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         head_nv = K.loads_per_lane(H)
         bounded = BH.names(H, head_nv, bits=self.head_bits) if self.head_kind == "bounded" else ()
         tiled, dt = sh.gate_up_tiled, sh.down_tiled
-        self._tiled(plan, "w_gate_up", lambda w: TG.layout(w, tiled[0]), tiled[0] if tiled else None)
-        self._tiled(plan, "w_down", lambda w: TG.layout_slices(w, dt[0], self.ksd), (dt[0], self.ksd) if dt else None)
+        DW.retile(self.cp, plan, self.layers, "w_gate_up", lambda w: TG.layout(w, tiled[0]),
+                  tiled[0] if tiled else None)
+        DW.retile(self.cp, plan, self.layers, "w_down", lambda w: TG.layout_slices(w, dt[0], self.ksd),
+                  (dt[0], self.ksd) if dt else None)
         extra = [TG.name(H, *tiled)] if tiled else []
         extra += [TG.name(I // self.ksd, *dt, K.EPI_PLAIN)] if dt else []
         fns = K.compile_module(gemvs, {D}, cl, (*bounded, *extra))
