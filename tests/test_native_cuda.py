@@ -167,10 +167,11 @@ def test_gemv_tiled_down_slices(H, I, splits, R, warps):
 
 
 @pytest.mark.parametrize("field,tiled,launch,rows", [("gate_up_tiled", (4, 8, 4), ".gate_up", "gemv_split"),
-                                                     ("down_tiled", (16, 8, 0), ".down", "gemv")])
+                                                     ("down_tiled", (16, 8, 0), ".down", "gemv"),
+                                                     ("o_tiled", (8, 8, 0), ".o", "gemv")])
 def test_native_tiled_gemv_follows_the_default_step(folders, image, field, tiled, launch, rows):
-    """Shapes.gate_up_tiled / down_tiled in the captured step: the row-major step's tokens over 40 steps, logits
-    within fp16 rounding of its (the dot sums in another order)."""
+    """Shapes.gate_up_tiled / down_tiled / o_tiled in the captured step: the row-major step's tokens over 40 steps,
+    logits within fp16 rounding of its (the dot sums in another order)."""
     runs = {}
     for t in ((), tiled):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(**{field: t}))

@@ -74,7 +74,7 @@ def test_launch_needs_a_fold_and_the_tiled_bytes():
                   norm_w=np.ones(64, np.float32), eps=1e-6, R=4)
 
 
-@pytest.mark.parametrize("field", ["gate_up_tiled", "down_tiled"])
+@pytest.mark.parametrize("field", ["gate_up_tiled", "down_tiled", "o_tiled"])
 @pytest.mark.parametrize("bad", [(4,), (4, 8, -1), (4.0, 8, 4)])
 def test_shapes_refuses_a_malformed_tiled_field(bad, field):
     with pytest.raises(KernelShapeError, match=field):

@@ -12,7 +12,7 @@
                 qkv      residual fold of the previous layer's down output (+ post-FFN norm) + input norm
                          in the prologue, QKV GEMV
                 attn     q/k norm + rotary + KV append + split-sequence attention + combine (cluster)
-                o        o GEMV
+                o        o GEMV, or (Shapes.o_tiled) gemv_tiled over a tiled copy
                 gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
                          gelu_tanh(g) * u in the epilogue (gemv_split: half the warps fold while the
                          other half's first rows are in flight), or by default where the weights tile
@@ -207,13 +207,15 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         head_nv = K.loads_per_lane(H)
         bounded = BH.names(H, head_nv, bits=self.head_bits) if self.head_kind == "bounded" else ()
-        tiled, dt = sh.gate_up_tiled, sh.down_tiled
+        tiled, dt, ot = sh.gate_up_tiled, sh.down_tiled, sh.o_tiled
         DW.retile(self.cp, plan, self.layers, "w_gate_up", lambda w: TG.layout(w, tiled[0]),
                   tiled[0] if tiled else None)
         DW.retile(self.cp, plan, self.layers, "w_down", lambda w: TG.layout_slices(w, dt[0], self.ksd),
                   (dt[0], self.ksd) if dt else None)
+        DW.retile(self.cp, plan, self.layers, "w_o", lambda w: TG.layout_slices(w, ot[0], 1), ot[0] if ot else None)
         extra = [TG.name(H, *tiled)] if tiled else []
         extra += [TG.name(I // self.ksd, *dt, K.EPI_PLAIN)] if dt else []
+        extra += [TG.name(nq * D, *ot, K.EPI_PLAIN)] if ot else []
         fns = K.compile_module(gemvs, {D}, cl, (*bounded, *extra))
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
@@ -233,7 +235,12 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
                                      cluster=sh.attn_cluster, clusters=sh.clusters_for(L.window, self.max_length),
                                      cluster_keys=sh.attn_cluster_keys))
-            steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out, **sh.gemv("o")))
+            if ot:
+                steps.append(TG.launch_slices(fns, f"L{l}.o", W["w_o_t"], H, nq * D, 1, y=self.o_out,
+                                              src=self.attn_out, R=ot[0], warps=ot[1], mb=ot[2]))
+            else:
+                steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out,
+                                    **sh.gemv("o")))
             fold = dict(src=Rb, delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra, norm_w=W["pre_ffn_norm"],
                         eps=eps)
             if tiled:

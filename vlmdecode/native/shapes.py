@@ -43,6 +43,8 @@ class Shapes:
 
     qkv: tuple = (8, 1)
     o: tuple = (8, 1)
+    o_tiled: tuple = ()  # (R, warps, MB): o as gemv_tiled over a tiled copy of its weights (one slice,
+    # `native.tiled_gemv.layout_slices`); (): o above. Not measured in the step yet (scripts/h200_requests/s37b.sh)
     gate_up: tuple = (8, 2, 3)  # PF 3: half the warps' first rows in flight while the other half folds (gemv_split,
     # 78 registers, h200_gate_up_split_ab_321767e.json); PF 1 and 2 need 128 (fewer blocks an SM)
     gate_up_tiled: tuple = ()  # (R, warps, MB): gate|up as gemv_tiled over a tiled copy of its weights (a lane a
@@ -69,7 +71,7 @@ class Shapes:
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     def __post_init__(self):
-        for name in ("gate_up_tiled", "down_tiled"):
+        for name in ("gate_up_tiled", "down_tiled", "o_tiled"):
             t = getattr(self, name)
             if t and not (len(t) == 3 and all(isinstance(v, int) and v >= 0 for v in t)):
                 raise KernelShapeError(f"{name} takes () or (R, warps, MB), three counts, got {t!r}")

@@ -134,8 +134,9 @@ def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, 
 
 def launch_slices(fns, label: str, w_t, n_rows: int, k_len: int, splits: int, *, y, src, R: int, warps: int = 8,
                   mb: int = 0) -> Launch:
-    """down's split-K launch over W_t (`layout_slices`): y [splits, n_rows] the slices' partial sums of src's
-    slices; the grid: every block the GPU holds at once over the slices, at most one a tile a slice."""
+    """A plain GEMV's launch over W_t (`layout_slices`; down: split-K, o: one slice): y [splits, n_rows] the
+    slices' partial sums of src's slices; the grid: every block the GPU holds at once over the slices, at most one
+    a tile a slice."""
     check_slices(n_rows, k_len, R, warps)
     want = splits * n_rows * k_len * 2
     if int(w_t.nbytes) != want:
