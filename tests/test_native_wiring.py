@@ -456,7 +456,7 @@ def test_tiled_down_follows_numpy_exec(fake, folders):
     rows = default.shapes.with_overrides({"down_tiled": []})
     base = list(_decoder(folder, rows, sync_every=1).generate(x, steps, Sampler(SamplingParams())))
     dec = _decoder(folder, rows.with_overrides({"down_tiled": [4, 8, 0]}), sync_every=1, lookahead=False)
-    assert dec.ksd > 1 or dec.plan.intermediate == dec.shapes.slice_target
+    assert dec.ksd > 1  # the split-k fixture: down's launches take several slices
     names = {L.fn.name for L in dec.body if L.name.endswith(".down")}
     k = dec.plan.intermediate // dec.ksd
     assert names == {f"gemv_tiled<{-(-k // 64 // 8)},4,8,0,0>"} and all("w_down_t" in W for W in dec.layers)

@@ -217,6 +217,14 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         extra += [TG.name(I // self.ksd, *dt, K.EPI_PLAIN)] if dt else []
         extra += [TG.name(nq * D, *ot, K.EPI_PLAIN)] if ot else []
         fns = K.compile_module(gemvs, {D}, cl, (*bounded, *extra))
+
+        def plain(l, cls, W, n_rows, k_len, splits, y, src, t):  # o / down: gemv_tiled over the tiled copy, or gemv
+            if t:
+                return TG.launch_slices(fns, f"L{l}.{cls}", W[f"w_{cls}_t"], n_rows, k_len, splits, y=y, src=src,
+                                        R=t[0], warps=t[1], mb=t[2])
+            return K.gemv(fns, f"L{l}.{cls}", W[f"w_{cls}"], n_rows, k_len, splits=splits, y=y, src=src,
+                          **sh.gemv(cls))
+
         Ra, Rb = self.resid[0], self.resid[1]
         eps, scale = plan.eps, float(plan.embed_scale or 1.0)
         steps = []
@@ -235,12 +243,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
                                      chunk=sh.attn_chunk, threads=sh.attn_threads, batch=sh.attn_batch,
                                      cluster=sh.attn_cluster, clusters=sh.clusters_for(L.window, self.max_length),
                                      cluster_keys=sh.attn_cluster_keys))
-            if ot:
-                steps.append(TG.launch_slices(fns, f"L{l}.o", W["w_o_t"], H, nq * D, 1, y=self.o_out,
-                                              src=self.attn_out, R=ot[0], warps=ot[1], mb=ot[2]))
-            else:
-                steps.append(K.gemv(fns, f"L{l}.o", W["w_o"], H, nq * D, y=self.o_out, src=self.attn_out,
-                                    **sh.gemv("o")))
+            steps.append(plain(l, "o", W, H, nq * D, 1, self.o_out, self.attn_out, ot))
             fold = dict(src=Rb, delta=self.o_out, delta_w=W["post_attn_norm"], resid_out=Ra, norm_w=W["pre_ffn_norm"],
                         eps=eps)
             if tiled:
@@ -249,12 +252,7 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
             else:
                 steps.append(K.gemv(fns, f"L{l}.gate_up", W["w_gate_up"], I, H, epi=K.EPI_GELU, y=self.m, **fold,
                                     **sh.gemv("gate_up")))
-            if dt:
-                steps.append(TG.launch_slices(fns, f"L{l}.down", W["w_down_t"], H, I // self.ksd, self.ksd,
-                                              y=self.dpart, src=self.m, R=dt[0], warps=dt[1], mb=dt[2]))
-            else:
-                steps.append(K.gemv(fns, f"L{l}.down", W["w_down"], H, I // self.ksd, splits=self.ksd,
-                                    y=self.dpart, src=self.m, **sh.gemv("down")))
+            steps.append(plain(l, "down", W, H, I // self.ksd, self.ksd, self.dpart, self.m, dt))
         self.head = K.gemv(fns, "head", self.lm_head, plan.vocab, H, epi=K.EPI_HEAD, src=Ra, delta=self.dpart,
                            delta_parts=self.ksd, delta_w=self.layers[-1]["post_ffn_norm"], norm_w=self.final_norm,
                            eps=eps, logits=self.logits, softcap=plan.final_softcap, part_v=self.part_v,

@@ -29,13 +29,18 @@ import numpy as np
 from .kernels import EPI_GELU, EPI_PLAIN, KernelShapeError, Launch, _need_shared, pack, resident_blocks
 
 
-def check(n_rows: int, k_len: int, R: int, warps: int) -> None:
-    """Refuse what gemv_tiled cannot run: R rows a tile (even, dividing 32), whole tiles of gate|up pairs, whole
-    chunk groups, and a fold that fits its 2 float4 slots a thread."""
-    if R < 2 or R > 32 or 32 % R or R % 2:
+def _check_block(R: int, warps: int) -> None:
+    """R rows a tile (a divisor of 32, >= 2: even, as 32's divisors past 1 are) and 1 to 32 warps a block."""
+    if R < 2 or R > 32 or 32 % R:
         raise KernelShapeError(f"gemv_tiled: a tile's rows must be an even divisor of 32 (2-32), got {R}")
     if not 1 <= warps <= 32:
         raise KernelShapeError(f"gemv_tiled: 1 to 32 warps a block, got {warps}")
+
+
+def check(n_rows: int, k_len: int, R: int, warps: int) -> None:
+    """Refuse what gemv_tiled's gate|up cannot run: the tile and block (`_check_block`), whole tiles of gate|up
+    pairs, whole chunk groups, and a fold that fits its 2 float4 slots a thread."""
+    _check_block(R, warps)
     S = 32 // R
     if n_rows % (R // 2) or k_len % (8 * S):
         raise KernelShapeError(f"gemv_tiled: {n_rows} gate|up pairs of rows of {k_len} do not tile by R = {R}: the "
@@ -47,20 +52,17 @@ def check(n_rows: int, k_len: int, R: int, warps: int) -> None:
 
 
 def check_slices(n_rows: int, k_len: int, R: int, warps: int) -> None:
-    """Refuse what gemv_tiled's split-K slices cannot run: R rows a tile (a divisor of 32, >= 2), whole tiles and
-    whole chunk groups of a slice of k_len."""
-    if R < 2 or R > 32 or 32 % R:
-        raise KernelShapeError(f"gemv_tiled: a tile's rows must divide 32 (2-32), got {R}")
-    if not 1 <= warps <= 32:
-        raise KernelShapeError(f"gemv_tiled: 1 to 32 warps a block, got {warps}")
+    """Refuse what gemv_tiled's plain slices (down's split-K, o's one) cannot run: the tile and block
+    (`_check_block`), whole tiles and whole chunk groups of a slice of k_len."""
+    _check_block(R, warps)
     if n_rows % R or k_len % (8 * (32 // R)):
         raise KernelShapeError(f"gemv_tiled: {n_rows} rows with slices of {k_len} do not tile by R = {R}: the rows "
                                f"must be a multiple of {R} and a slice a multiple of {8 * (32 // R)}; give "
-                               f"Shapes.down_tiled another R or () for the row-major gemv")
+                               f"Shapes.down_tiled / o_tiled another R or () for the row-major gemv")
 
 
 def layout_slices(w_rows: np.ndarray, R: int, splits: int) -> np.ndarray:
-    """down's rows [n, K] in split-K slices of K / splits -> W_t [splits][n / R][k / 8S][32][8], k = K / splits."""
+    """Rows [n, K] in split-K slices of K / splits -> W_t [splits][n / R][k / 8S][32][8], k = K / splits."""
     n, K = w_rows.shape
     if K % splits:
         raise KernelShapeError(f"gemv_tiled: {splits} slices do not cover rows of {K}")
@@ -82,20 +84,18 @@ def rows_slices(w_t: np.ndarray, R: int) -> np.ndarray:
 def layout(w_rows: np.ndarray, R: int) -> np.ndarray:
     """gate|up's rows [2 n, k] (gate rows, then up rows: `kernels.rows_layout`) -> W_t [n / (R/2)][k / 8S][32][8]."""
     rows2, k = w_rows.shape
-    n, P, S = rows2 // 2, R // 2, 32 // R
+    n, P = rows2 // 2, R // 2
     check(n, k, R, -(-k // 256))
+    # rows in tile order (tile t: gate rows t P .. t P + P - 1, then their up rows), laid out as one slice
     tiles = np.concatenate([w_rows[:n].reshape(n // P, P, k), w_rows[n:].reshape(n // P, P, k)], axis=1)
-    # [t, r, cg, s, e] -> [t, cg, s, r, e]: lane s R + r of chunk group cg holds row r's chunk cg S + s
-    t = np.ascontiguousarray(tiles.reshape(n // P, R, k // (8 * S), S, 8).transpose(0, 2, 3, 1, 4))
-    return t.reshape(n // P, k // (8 * S), 32, 8)
+    return layout_slices(tiles.reshape(2 * n, k), R, 1)[0]
 
 
 def rows(w_t: np.ndarray, R: int) -> np.ndarray:
     """`layout`'s inverse: W_t -> gate|up's rows [2 n, k]."""
-    n_tiles, cg, _, _ = w_t.shape
-    P, S = R // 2, 32 // R
-    k = cg * 8 * S
-    tiles = w_t.reshape(n_tiles, cg, S, R, 8).transpose(0, 3, 1, 2, 4).reshape(n_tiles, R, k)
+    n_tiles, P = w_t.shape[0], R // 2
+    tiles = rows_slices(w_t[None], R).reshape(n_tiles, R, -1)  # rows in tile order
+    k = tiles.shape[-1]
     return np.concatenate([tiles[:, :P].reshape(-1, k), tiles[:, P:].reshape(-1, k)])
 
 
@@ -105,7 +105,7 @@ def chunks_per_warp(k_len: int, R: int, warps: int) -> int:
 
 
 def name(k_len: int, R: int, warps: int, mb: int, epi: int = EPI_GELU) -> str:
-    """gemv_tiled<CPW, R, NW, MB, EPI> (EPI_GELU: gate|up, EPI_PLAIN: down's slices)."""
+    """gemv_tiled<CPW, R, NW, MB, EPI> (EPI_GELU: gate|up, EPI_PLAIN: down's or o's slices)."""
     return f"gemv_tiled<{chunks_per_warp(k_len, R, warps)},{R},{warps},{mb},{epi}>"
 
 
@@ -140,7 +140,7 @@ def launch_slices(fns, label: str, w_t, n_rows: int, k_len: int, splits: int, *,
     check_slices(n_rows, k_len, R, warps)
     want = splits * n_rows * k_len * 2
     if int(w_t.nbytes) != want:
-        raise KernelShapeError(f"{label}: a tiled down of {n_rows} rows x {splits} slices of {k_len} holds {want} "
+        raise KernelShapeError(f"{label}: a tiled copy of {n_rows} rows x {splits} slices of {k_len} holds {want} "
                                f"bytes, got {int(w_t.nbytes)}")
     fn = fns[name(k_len, R, warps, mb, EPI_PLAIN)]
     shared = _need_shared(fn, 4 * k_len)
