@@ -442,8 +442,8 @@ def test_tiled_gate_up_follows_numpy_exec(fake, folders):
     assert not any("w_gate_up_t" in W for W in dec.layers)
     assert {L.fn.name for L in dec.body if L.name.endswith(".gate_up")} == {"gemv_split<1,2>"}
     default = _decoder(folder)
-    assert default.shapes.gate_up_tiled == (4, 8, 0)
-    assert {L.fn.name for L in default.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,4,8,0,1>"}
+    assert default.shapes.gate_up_tiled == (16, 8, 0)
+    assert {L.fn.name for L in default.body if L.name.endswith(".gate_up")} == {"gemv_tiled<1,16,8,0,1>"}
 
 
 def test_tiled_down_follows_numpy_exec(fake, folders):

@@ -24,9 +24,9 @@ from .kernels import (
     split_k,
 )
 
-TILED_GATE_UP = (4, 8, 0)  # for_model's gate|up as gemv_tiled: R 4, 8 warps, no register cap (66 registers, 3
-# blocks an SM); across processes 0.976x the gemv_split step, 4 blocks an SM (MB 4) 0.980x
-# (h200_tiled_gate_up_ab_88ba30d.json)
+TILED_GATE_UP = (16, 8, 0)  # for_model's gate|up as gemv_tiled: R 16, 8 warps (124 registers, 2 blocks an SM, a
+# tile 18 KB loaded before the wait); across processes 0.967x the step at R 4 (66 registers, 3 blocks an SM), R 8
+# 0.983x (h200_gate_up_tile_ab_e11b443.json); R 4 was 0.976x the gemv_split step (h200_tiled_gate_up_ab_88ba30d.json)
 TILED_DOWN = (16, 8, 0)  # for_model's down slices as gemv_tiled: R 16, 8 warps (77 registers, 3 blocks an SM); across
 # processes 0.966x the step with down's row-major gemv, R 8 0.966x too (h200_tiled_down_ab_90a8a6d.json)
 MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters a KV head (8 x 16 blocks <= 132 SMs)
