@@ -219,9 +219,10 @@ def gemv_split(name, grid, a):
 
 
 def gemv_tiled(name, grid, a):
-    """gemv_tiled<CPW,R,NW,MB,EPI>: gemv<..,EPI_GELU,..>'s contract (EPI 1) or gemv<..,EPI_PLAIN,..>'s over split-K
-    slices (EPI 0, grid y the slices) over the tiled weights (`native.tiled_gemv`), read back into rows by
-    `tiled_gemv.rows` / `rows_slices` (tests/test_tiled_gemv.py checks the layouts against the kernel's lanes)."""
+    """gemv_tiled<CPW,R,NW,MB,EPI>: gemv<..,EPI_GELU,..>'s contract (EPI 1), gemv<..,EPI_PLAIN,..>'s over split-K
+    slices (EPI 0, grid y the slices) or its folded plain rows (EPI 3, EPI_FOLD: one slice) over the tiled weights
+    (`native.tiled_gemv`), read back into rows by `tiled_gemv.rows` / `rows_slices` (tests/test_tiled_gemv.py
+    checks the layouts against the kernel's lanes)."""
     from vlmdecode.native import tiled_gemv
 
     (W, n_rows, _, k_len, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps, y) = a[:14]
@@ -234,9 +235,13 @@ def gemv_tiled(name, grid, a):
         x = view(src, F32, sp * k).astype(np.float64).reshape(sp, k)
         view(y, F32, sp * n)[:] = np.einsum("npk,pk->pn", w_rows, x).reshape(-1)
         return
+    x = fold(k, src, x_in, x_scale, delta, dparts, delta_w, resid_out, norm_w, eps)
+    if targs[4] == 3:  # EPI_FOLD: y [n] over the folded vector
+        wt = view(W, F16, n * k).reshape(1, n // R, k // (8 * (32 // R)), 32, 8)
+        view(y, F32, n)[:] = tiled_gemv.rows_slices(wt, R).astype(np.float64) @ x
+        return
     wt = view(W, F16, 2 * n * k).reshape(n // (R // 2), k // (8 * (32 // R)), 32, 8)
-    v = tiled_gemv.rows(wt, R).astype(np.float64) @ fold(k, src, x_in, x_scale, delta, dparts, delta_w, resid_out,
-                                                          norm_w, eps)
+    v = tiled_gemv.rows(wt, R).astype(np.float64) @ x
     view(y, F32, n)[:] = gelu(v[:n]) * v[n:]
 
 

@@ -166,12 +166,45 @@ def test_gemv_tiled_down_slices(H, I, splits, R, warps):
     assert rel(y.get(), ref) < 1e-5
 
 
+@pytest.mark.parametrize("parts", [8, 1, 0])
+@pytest.mark.parametrize("R,warps", [(16, 16), (16, 8), (8, 16)])
+def test_gemv_tiled_qkv_fold(parts, R, warps):
+    """gemv_tiled EPI_FOLD over qkv's one-slice tiled copy at gemma3-1b's shapes: the fold of the residual and the
+    previous layer's split-K down partials (parts 0: the first layer's embedding x_in times its scale), its RMSNorm,
+    the plain rows, against float64; the residual it stores against float64 too (one float4 slot a thread from 16
+    warps: its block sums run over other threads than gemv's, so its bits may differ from gemv's)."""
+    from vlmdecode.native import tiled_gemv as TG
+
+    H, n, eps, scale = 1152, 1536, 1e-6, 33.9
+    rng = np.random.default_rng(parts + R + warps)
+    W = (rng.standard_normal((n, H)) * 0.05).astype(np.float16)
+    resid = rng.standard_normal(H).astype(np.float32)
+    x_in = rng.standard_normal(H).astype(np.float16)
+    d = rng.standard_normal((max(parts, 1), H)).astype(np.float32)
+    w_post, w_in = (rng.uniform(0.5, 2.0, H).astype(np.float32) for _ in range(2))
+    fns = K.compile_module(set(), set(), (), (TG.name(H, R, warps, 0, K.EPI_FOLD),))
+    if parts:
+        fold = dict(src=cupy.asarray(resid), delta=cupy.asarray(d), delta_parts=parts, delta_w=cupy.asarray(w_post))
+        r = resid.astype(np.float64) + rms(d.astype(np.float64).sum(0), w_post, eps)
+    else:
+        fold = dict(src=None, x_in=cupy.asarray(x_in), x_scale=scale)
+        r = x_in.astype(np.float64) * scale
+    y, out = poisoned(n), poisoned(H)
+    L = TG.launch(fns, "t", cupy.asarray(TG.layout_slices(W, R, 1)), n, H, y=y, resid_out=out,
+                  norm_w=cupy.asarray(w_in), eps=eps, R=R, warps=warps, epi=K.EPI_FOLD, **fold)
+    assert L.grid[0] <= n // R and L.grid[1:] == (1, 1) and L.block == (32 * warps, 1, 1)
+    L()
+    assert rel(out.get(), r) < 1e-6
+    assert rel(y.get(), W.astype(np.float64) @ rms(r, w_in, eps)) < 1e-5
+
+
 @pytest.mark.parametrize("field,tiled,launch,rows", [("gate_up_tiled", (4, 8, 4), ".gate_up", "gemv_split"),
                                                      ("down_tiled", (16, 8, 0), ".down", "gemv"),
-                                                     ("o_tiled", (8, 8, 0), ".o", "gemv")])
+                                                     ("o_tiled", (8, 8, 0), ".o", "gemv"),
+                                                     ("qkv_tiled", (16, 16, 0), ".qkv", "gemv")])
 def test_native_tiled_gemv_follows_the_default_step(folders, image, field, tiled, launch, rows):
-    """Shapes.gate_up_tiled / down_tiled / o_tiled in the captured step: the row-major step's tokens over 40 steps,
-    logits within fp16 rounding of its (the dot sums in another order)."""
+    """Shapes.gate_up_tiled / down_tiled / o_tiled / qkv_tiled in the captured step: the row-major step's tokens over
+    40 steps, logits within fp16 rounding of its (the dot sums in another order)."""
     runs = {}
     for t in ((), tiled):
         pipe = vlmdecode.load(folders["fused16"], "cuda", "native", shapes=Shapes(**{field: t}))

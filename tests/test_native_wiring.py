@@ -468,18 +468,20 @@ def test_tiled_down_follows_numpy_exec(fake, folders):
     assert {L.fn.name.split("<")[0] for L in dec.body if L.name.endswith(".down")} == {"gemv"}
 
 
-def test_tiled_o_follows_numpy_exec(fake, folders):
-    """Shapes.o_tiled: o as gemv_tiled over each layer's tiled copy (one slice); the row-major step's tokens, logits
-    near the float64 reference; a rebuild without it lets the copies go."""
+@pytest.mark.parametrize("field,cls,tiled,epi", [("o_tiled", "o", [8, 8, 0], 0), ("qkv_tiled", "qkv", [16, 16, 0], 3)])
+def test_tiled_o_and_qkv_follow_numpy_exec(fake, folders, field, cls, tiled, epi):
+    """Shapes.o_tiled / qkv_tiled: o, or qkv with its fold (EPI_FOLD), as gemv_tiled over each layer's one-slice
+    tiled copy; the row-major step's tokens, logits near the float64 reference; a rebuild without it lets the copies
+    go."""
     folder, steps = folders["split-k", "fused-cuda"], 8
     default = _decoder(folder)
     x = np.asarray(default.table)[prompt_ids(10)]
-    assert default.shapes.o_tiled == ()
+    assert getattr(default.shapes, field) == ()
     base = list(_decoder(folder, default.shapes, sync_every=1).generate(x, steps, Sampler(SamplingParams())))
-    dec = _decoder(folder, default.shapes.with_overrides({"o_tiled": [8, 8, 0]}), sync_every=1, lookahead=False)
-    o = [L for L in dec.body if L.name.endswith(".o")]
-    assert {L.fn.name.split("<")[0] for L in o} == {"gemv_tiled"} and {L.grid[1] for L in o} == {1}
-    assert all("w_o_t" in W for W in dec.layers)
+    dec = _decoder(folder, default.shapes.with_overrides({field: tiled}), sync_every=1, lookahead=False)
+    body = [L for L in dec.body if L.name.endswith(f".{cls}")]
+    assert {(L.fn.name.split("<")[0], L.fn.name.split(",")[-1]) for L in body} == {("gemv_tiled", f"{epi}>")}
+    assert {L.grid[1] for L in body} == {1} and all(f"w_{cls}_t" in W for W in dec.layers)
     assert _tokens_near_reference(dec, x, steps) == base
     dec.rebuild(default.shapes)
-    assert not any("w_o_t" in W for W in dec.layers)
+    assert not any(f"w_{cls}_t" in W for W in dec.layers)

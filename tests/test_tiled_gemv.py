@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vlmdecode.native import tiled_gemv as TG
-from vlmdecode.native.kernels import KernelShapeError
+from vlmdecode.native.kernels import EPI_FOLD, EPI_GELU, EPI_PLAIN, KernelShapeError
 from vlmdecode.native.shapes import Shapes
 
 
@@ -66,7 +66,7 @@ def test_shapes_it_cannot_run_are_refused(n, k, R, warps, match):
 
 
 def test_launch_needs_a_fold_and_the_tiled_bytes():
-    with pytest.raises(KernelShapeError, match="always folds"):
+    with pytest.raises(KernelShapeError, match="give norm_w"):
         TG.launch({}, "L0.gate_up", np.zeros(2 * 8 * 64, np.float16), 8, 64, y=None, src=None, resid_out=None,
                   norm_w=None, eps=1e-6, R=4)
     with pytest.raises(KernelShapeError, match="holds 2048 bytes"):
@@ -74,7 +74,23 @@ def test_launch_needs_a_fold_and_the_tiled_bytes():
                   norm_w=np.ones(64, np.float32), eps=1e-6, R=4)
 
 
-@pytest.mark.parametrize("field", ["gate_up_tiled", "down_tiled", "o_tiled"])
+def test_fold_launch_takes_plain_rows_and_its_slots():
+    """EPI_FOLD (qkv): n rows (not pairs) of a one-slice copy; one float4 slot a thread from 16 warps, so its longest
+    row there is half gate|up's; a plain EPI is launch_slices'."""
+    fold = dict(y=None, src=None, resid_out=None, norm_w=np.ones(64, np.float32), eps=1e-6, R=8)
+    with pytest.raises(KernelShapeError, match="holds 1024 bytes"):
+        TG.launch({}, "L0.qkv", np.zeros(2 * 8 * 64, np.float16), 8, 64, epi=EPI_FOLD, **fold)
+    with pytest.raises(KernelShapeError, match="launch_slices"):
+        TG.launch({}, "L0.qkv", np.zeros(8 * 64, np.float16), 8, 64, epi=EPI_PLAIN, **fold)
+    assert [TG.fold_slots(w, EPI_FOLD) for w in (8, 15, 16, 32)] == [2, 2, 1, 1]
+    assert [TG.fold_slots(w, EPI_GELU) for w in (8, 16, 32)] == [2, 2, 2]
+    with pytest.raises(KernelShapeError, match="needs >= 32 warps"):
+        TG.launch({}, "L0.qkv", np.zeros(16 * 4096, np.float16), 16, 4096, epi=EPI_FOLD, warps=16,
+                  **(fold | {"R": 16}))
+    TG.check(16, 4096, 16, 16)  # gate|up's fold keeps its 2 slots at 16 warps
+
+
+@pytest.mark.parametrize("field", ["gate_up_tiled", "down_tiled", "o_tiled", "qkv_tiled"])
 @pytest.mark.parametrize("bad", [(4,), (4, 8, -1), (4.0, 8, 4)])
 def test_shapes_refuses_a_malformed_tiled_field(bad, field):
     with pytest.raises(KernelShapeError, match=field):

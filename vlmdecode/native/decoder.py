@@ -10,7 +10,7 @@
               prefill="native" instead: its KV, onnxruntime's windowed row layout, no native step.
     step      5 kernels a layer + LM head + advance (`native.kernels`):
                 qkv      residual fold of the previous layer's down output (+ post-FFN norm) + input norm
-                         in the prologue, QKV GEMV
+                         in the prologue, QKV GEMV, or (Shapes.qkv_tiled) gemv_tiled EPI_FOLD over a tiled copy
                 attn     q/k norm + rotary + KV append + split-sequence attention + combine (cluster)
                 o        o GEMV, or (Shapes.o_tiled) gemv_tiled over a tiled copy
                 gate_up  residual fold of o (+ post-attention norm) + pre-FFN norm, gate|up GEMV,
@@ -207,15 +207,17 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         cl = {(D, nq // nkv, sh.attn_batch, sh.attn_cluster, sh.attn_threads // 32)} if sh.attn_batch else set()
         head_nv = K.loads_per_lane(H)
         bounded = BH.names(H, head_nv, bits=self.head_bits) if self.head_kind == "bounded" else ()
-        tiled, dt, ot = sh.gate_up_tiled, sh.down_tiled, sh.o_tiled
+        tiled, dt, ot, qt = sh.gate_up_tiled, sh.down_tiled, sh.o_tiled, sh.qkv_tiled
         DW.retile(self.cp, plan, self.layers, "w_gate_up", lambda w: TG.layout(w, tiled[0]),
                   tiled[0] if tiled else None)
         DW.retile(self.cp, plan, self.layers, "w_down", lambda w: TG.layout_slices(w, dt[0], self.ksd),
                   (dt[0], self.ksd) if dt else None)
         DW.retile(self.cp, plan, self.layers, "w_o", lambda w: TG.layout_slices(w, ot[0], 1), ot[0] if ot else None)
+        DW.retile(self.cp, plan, self.layers, "w_qkv", lambda w: TG.layout_slices(w, qt[0], 1), qt[0] if qt else None)
         extra = [TG.name(H, *tiled)] if tiled else []
         extra += [TG.name(I // self.ksd, *dt, K.EPI_PLAIN)] if dt else []
         extra += [TG.name(nq * D, *ot, K.EPI_PLAIN)] if ot else []
+        extra += [TG.name(H, *qt, K.EPI_FOLD)] if qt else []
         fns = K.compile_module(gemvs, {D}, cl, (*bounded, *extra))
 
         def plain(l, cls, W, n_rows, k_len, splits, y, src, t):  # o / down: gemv_tiled over the tiled copy, or gemv
@@ -230,11 +232,15 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         steps = []
         for l, (L, W) in enumerate(zip(plan.layers, self.layers)):
             prev = self.layers[l - 1] if l else None
-            steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv,
-                                src=Ra if l else None, x_in=self.x_in, x_scale=scale,
-                                delta=self.dpart if l else None, delta_parts=self.ksd,
-                                delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
-                                norm_w=W["input_norm"], eps=eps, **sh.gemv("qkv")))
+            qfold = dict(src=Ra if l else None, x_in=self.x_in, x_scale=scale, delta=self.dpart if l else None,
+                         delta_parts=self.ksd, delta_w=prev["post_ffn_norm"] if l else None, resid_out=Rb,
+                         norm_w=W["input_norm"], eps=eps)
+            if qt:
+                steps.append(TG.launch(fns, f"L{l}.qkv", W["w_qkv_t"], (nq + 2 * nkv) * D, H, y=self.qkv, R=qt[0],
+                                       warps=qt[1], mb=qt[2], epi=K.EPI_FOLD, **qfold))
+            else:
+                steps.append(K.gemv(fns, f"L{l}.qkv", W["w_qkv"], (nq + 2 * nkv) * D, H, y=self.qkv, **qfold,
+                                    **sh.gemv("qkv")))
             steps.append(K.attention(fns, f"L{l}.attn", self.qkv, nq, nkv, D, q_norm=W["q_norm"], k_norm=W["k_norm"],
                                      eps=eps, rope_cos=W["cos"], rope_sin=W["sin"], pos=self.pos,
                                      K=self.ort.kv.keys[l].array, V=self.ort.kv.values[l].array, window=L.window,

@@ -18,6 +18,7 @@ import numpy as np
 from .kernels_src import SOURCE
 
 EPI_PLAIN, EPI_GELU, EPI_HEAD = 0, 1, 2
+EPI_FOLD = 3  # gemv_tiled only: plain rows over the folded vector (qkv; gemv's EPI_PLAIN folds when given norm_w)
 STEP_GEMVS = {"qkv": EPI_PLAIN, "o": EPI_PLAIN, "gate_up": EPI_GELU, "down": EPI_PLAIN, "head": EPI_HEAD}  # epilogues
 HEAD_MAX_BLOCKS = 1024  # one argmax partial per block; `advance` reduces them in one 1024-thread block
 ATTN_CHUNK = 16  # keys per attention block: ~t/16 blocks per KV head at position t

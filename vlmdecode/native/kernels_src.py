@@ -12,8 +12,9 @@ each block recomputes from the [H] row) runs while the weights are in flight.
                          suppressed, NaN when one of those logits is NaN/+inf (device mode's semantics)
     gemv_split<NV, RPW>  gemv's EPI_GELU rows (gate|up's default, PF 3): half the warps form the vector while the
                          other half's first rows are in flight, each half in a branch of its own (fewer registers)
-    gemv_tiled<CPW, R, NW, MB>  gemv's EPI_GELU rows over weights re-laid in tiles of R rows (`native.tiled_gemv`):
-                         a lane a row, one fp32 sum a lane, the warps' sums in shared memory once a tile
+    gemv_tiled<CPW, R, NW, MB, EPI>  gemv's rows over weights re-laid in tiles of R rows (`native.tiled_gemv`):
+                         a lane a row, one fp32 sum a lane, the warps' sums in shared memory once a tile;
+                         EPI_GELU gate|up, EPI_FOLD plain rows after the fold (qkv), EPI_PLAIN split-K slices
     attention<HD>        q/k RMSNorm + half-split rotary + KV append at position pos[0] + one chunk of the
                          visible keys (sliding window, scale, optional softcap) per block; the last block
                          of a KV head to finish combines the chunks (a counter it resets, no extra launch)

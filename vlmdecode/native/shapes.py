@@ -42,9 +42,11 @@ class Shapes:
     scripts/native_kernel_bench.py); the decoder starts from `for_head_dim` (attention's shape by head dim)."""
 
     qkv: tuple = (8, 1)
+    qkv_tiled: tuple = ()  # (R, warps, MB): qkv as gemv_tiled EPI_FOLD over a one-slice tiled copy of its weights
+    # (gemma3-1b at R 16: 96 tiles, each block's whole tile loaded before its wait); (): qkv above. Not measured yet
     o: tuple = (8, 1)
     o_tiled: tuple = ()  # (R, warps, MB): o as gemv_tiled over a tiled copy of its weights (one slice,
-    # `native.tiled_gemv.layout_slices`); (): o above. Not measured in the step yet (scripts/h200_requests/s37b.sh)
+    # `native.tiled_gemv.layout_slices`); (): o above. R 8: 0.996x the step (h200_gate_up_tile_ab_e11b443.json)
     gate_up: tuple = (8, 2, 3)  # PF 3: half the warps' first rows in flight while the other half folds (gemv_split,
     # 78 registers, h200_gate_up_split_ab_321767e.json); PF 1 and 2 need 128 (fewer blocks an SM)
     gate_up_tiled: tuple = ()  # (R, warps, MB): gate|up as gemv_tiled over a tiled copy of its weights (a lane a
@@ -71,7 +73,7 @@ class Shapes:
     pdl: bool = True  # programmatic dependent launch (sm_90+, `native.pdl`): a kernel overlaps its predecessor's tail
 
     def __post_init__(self):
-        for name in ("gate_up_tiled", "down_tiled", "o_tiled"):
+        for name in ("gate_up_tiled", "down_tiled", "o_tiled", "qkv_tiled"):
             t = getattr(self, name)
             if t and not (len(t) == 3 and all(isinstance(v, int) and v >= 0 for v in t)):
                 raise KernelShapeError(f"{name} takes () or (R, warps, MB), three counts, got {t!r}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import EPI_GELU, EPI_PLAIN, KernelShapeError, Launch, _need_shared, pack, resident_blocks
+from .kernels import EPI_FOLD, EPI_GELU, EPI_PLAIN, KernelShapeError, Launch, _need_shared, pack, resident_blocks
 
 
 def _check_block(R: int, warps: int) -> None:
@@ -37,28 +37,40 @@ def _check_block(R: int, warps: int) -> None:
         raise KernelShapeError(f"gemv_tiled: 1 to 32 warps a block, got {warps}")
 
 
+def fold_slots(warps: int, epi: int = EPI_GELU) -> int:
+    """The float4 slots a thread of gemv_tiled's fold holds (its FR): EPI_FOLD from 16 warps 1, else 2."""
+    return 1 if epi == EPI_FOLD and warps >= 16 else 2
+
+
+def _check_fold(k_len: int, warps: int, epi: int = EPI_GELU) -> None:
+    """A fold that fits its slots: k_len / 4 float4s over FR slots of 32 x warps threads."""
+    per = 4 * fold_slots(warps, epi)
+    if k_len > per * 32 * warps:
+        need = next((w for w in range(1, 33) if k_len <= 4 * fold_slots(w, epi) * 32 * w), None)
+        raise KernelShapeError(f"gemv_tiled: its fold holds {per} elements a thread at {warps} warps, so a row of "
+                               f"{k_len} needs " + (f">= {need} warps" if need else "more than a block of 32 warps"))
+
+
 def check(n_rows: int, k_len: int, R: int, warps: int) -> None:
     """Refuse what gemv_tiled's gate|up cannot run: the tile and block (`_check_block`), whole tiles of gate|up
-    pairs, whole chunk groups, and a fold that fits its 2 float4 slots a thread."""
+    pairs, whole chunk groups, and a fold that fits its slots (`_check_fold`)."""
     _check_block(R, warps)
     S = 32 // R
     if n_rows % (R // 2) or k_len % (8 * S):
         raise KernelShapeError(f"gemv_tiled: {n_rows} gate|up pairs of rows of {k_len} do not tile by R = {R}: the "
                                f"pairs must be a multiple of {R // 2} and the row a multiple of {8 * S}; give "
                                f"Shapes.gate_up_tiled another R or () for the row-major gemv")
-    if k_len > 8 * 32 * warps:
-        raise KernelShapeError(f"gemv_tiled: its fold holds 8 elements a thread, so a row of {k_len} needs "
-                               f">= {-(-k_len // 256)} warps, got {warps}")
+    _check_fold(k_len, warps)
 
 
 def check_slices(n_rows: int, k_len: int, R: int, warps: int) -> None:
-    """Refuse what gemv_tiled's plain slices (down's split-K, o's one) cannot run: the tile and block
+    """Refuse what gemv_tiled's plain slices (down's split-K, o's and qkv's one) cannot run: the tile and block
     (`_check_block`), whole tiles and whole chunk groups of a slice of k_len."""
     _check_block(R, warps)
     if n_rows % R or k_len % (8 * (32 // R)):
         raise KernelShapeError(f"gemv_tiled: {n_rows} rows with slices of {k_len} do not tile by R = {R}: the rows "
                                f"must be a multiple of {R} and a slice a multiple of {8 * (32 // R)}; give "
-                               f"Shapes.down_tiled / o_tiled another R or () for the row-major gemv")
+                               f"Shapes.down_tiled / o_tiled / qkv_tiled another R or () for the row-major gemv")
 
 
 def layout_slices(w_rows: np.ndarray, R: int, splits: int) -> np.ndarray:
@@ -105,25 +117,34 @@ def chunks_per_warp(k_len: int, R: int, warps: int) -> int:
 
 
 def name(k_len: int, R: int, warps: int, mb: int, epi: int = EPI_GELU) -> str:
-    """gemv_tiled<CPW, R, NW, MB, EPI> (EPI_GELU: gate|up, EPI_PLAIN: down's or o's slices)."""
+    """gemv_tiled<CPW, R, NW, MB, EPI> (EPI_GELU: gate|up, EPI_FOLD: qkv, EPI_PLAIN: down's or o's slices)."""
     return f"gemv_tiled<{chunks_per_warp(k_len, R, warps)},{R},{warps},{mb},{epi}>"
 
 
 def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, x_scale: float = 1.0, delta=None,
            delta_parts: int = 1, delta_w=None, resid_out, norm_w, eps: float, R: int, warps: int = 8,
-           mb: int = 0) -> Launch:
-    """gate|up's launch over W_t (`layout`) with gemv's fold arguments; the grid: every block the GPU holds at once,
-    at most one a tile."""
-    check(n_rows, k_len, R, warps)
+           mb: int = 0, epi: int = EPI_GELU) -> Launch:
+    """A folding launch with gemv's fold arguments: EPI_GELU gate|up over W_t (`layout`, n_rows pairs), EPI_FOLD
+    n_rows plain rows (qkv) over a one-slice W_t (`layout_slices`); the grid: every block the GPU holds at once, at
+    most one a tile."""
+    if epi == EPI_GELU:
+        check(n_rows, k_len, R, warps)
+        total, n_tiles, what = 2 * n_rows, n_rows // (R // 2), "gate|up"
+    elif epi == EPI_FOLD:
+        check_slices(n_rows, k_len, R, warps)
+        _check_fold(k_len, warps, epi)
+        total, n_tiles, what = n_rows, n_rows // R, "copy"
+    else:
+        raise KernelShapeError(f"{label}: gemv_tiled folds with EPI_GELU ({EPI_GELU}) or EPI_FOLD ({EPI_FOLD}), "
+                               f"got {epi}: plain slices take launch_slices")
     if norm_w is None:
-        raise KernelShapeError(f"{label}: gemv_tiled always folds its input vector: give norm_w")
-    want = 2 * n_rows * k_len * 2
+        raise KernelShapeError(f"{label}: a folding gemv_tiled launch forms its input vector: give norm_w")
+    want = total * k_len * 2
     if int(w_t.nbytes) != want:
-        raise KernelShapeError(f"{label}: a tiled gate|up of {n_rows} pairs x {k_len} holds {want} bytes, got "
-                               f"{int(w_t.nbytes)}")
-    fn = fns[name(k_len, R, warps, mb)]
+        raise KernelShapeError(f"{label}: a tiled {what} of {n_rows} {'pairs' if epi == EPI_GELU else 'rows'} x "
+                               f"{k_len} holds {want} bytes, got {int(w_t.nbytes)}")
+    fn = fns[name(k_len, R, warps, mb, epi)]
     shared = _need_shared(fn, 4 * k_len)
-    n_tiles = n_rows // (R // 2)
     grid = min(n_tiles, resident_blocks(fn, warps * 32, shared))
     args, held = pack(w_t, np.int32(n_rows), np.int32(k_len), np.int32(k_len), src, x_in, np.float32(x_scale), delta,
                       np.int32(delta_parts), delta_w, resid_out, norm_w, np.float32(eps), y, None, np.float32(0.0),

@@ -13,7 +13,7 @@ CODE = r"""
 #define NO_INDEX 0x7fffffffffffffffLL
 #define FULL 0xffffffffu
 
-enum { EPI_PLAIN = 0, EPI_GELU = 1, EPI_HEAD = 2 };
+enum { EPI_PLAIN = 0, EPI_GELU = 1, EPI_HEAD = 2, EPI_FOLD = 3 };  // EPI_FOLD: gemv_tiled's folded plain rows
 
 // Programmatic dependent launch (native.pdl; no-ops in a plain launch). Every kernel calls pdl_trigger()
 // first (the next kernel may be scheduled once all our blocks run) and pdl_wait() before its first read of

@@ -1,6 +1,7 @@
 """The native GEMV over weights re-laid in tiles, `gemv_tiled<CPW, R, NW, MB, EPI>`: each lane owns one row of a
 tile, so no row needs a warp sum (`native.tiled_gemv` lays the weights out and launches it). EPI_GELU: gate|up with
-its fold; EPI_PLAIN: a split-K slice of down over a plain vector.
+its fold; EPI_FOLD: plain rows (qkv) with the same fold; EPI_PLAIN: a split-K slice of down (or o's one slice) over
+a plain vector.
 
 Part of `native.kernels_src.SOURCE`, which concatenates the parts in order; CUDA C++ in a string.
 """
@@ -20,7 +21,10 @@ __device__ __forceinline__ void tiled_load(uint4 (&buf)[CPW], const uint4* Wt, c
 
 // EPI_GELU (gate|up): y[j] = gelu_tanh(W[j] x') * (W[j + n_rows] x'), x' formed by form_vector (the fold, norm_w
 // always given). W: the tiled layout [n_tiles = 2 n_rows / R][CG = k_len / 8S][32 lanes][8 halves], S = 32 / R:
-// tile t's rows are gate rows t R/2 .. t R/2 + R/2 - 1 then their up rows. EPI_PLAIN (down's split-K): slice
+// tile t's rows are gate rows t R/2 .. t R/2 + R/2 - 1 then their up rows. EPI_FOLD (qkv): y[j] = W[j] x', the same
+// fold, W [1][n_rows / R][CG][32][8] as EPI_PLAIN's one slice. The fold holds FR float4 slots a thread (2; EPI_FOLD
+// from 16 warps 1; k_len <= 4 FR x threads): one slot loads every delta part at once, as qkv's split-K partials of
+// down want, where a second slot's parts wait for the first's (fold_flat8's note). EPI_PLAIN (down's split-K): slice
 // p = blockIdx.y, y[p n_rows + j] = W_p[j] . src[p k_len ..], W [gridDim.y][n_tiles = n_rows / R][CG][32][8], tile
 // t's rows t R .. t R + R - 1. Lane l holds row l % R's 8-half chunk cg S + l / R of chunk group cg (512 contiguous
 // bytes). Block b takes tiles b, b + grid, ..; warp w the chunk groups i NW + w, each lane one fp32 sum; the S
@@ -39,8 +43,10 @@ __global__ void __launch_bounds__(NW * 32, MB) gemv_tiled(
     STAMP_PARAM)
 {
     constexpr int S = 32 / R, P = EPI == EPI_GELU ? R / 2 : R;  // outputs a tile
+    constexpr bool FOLD = EPI != EPI_PLAIN;
+    constexpr int FR = EPI == EPI_FOLD && NW >= 16 ? 1 : 2;  // the fold's float4 slots (`tiled_gemv.fold_slots`)
     static_assert(R >= 2 && R <= 32 && 32 % R == 0, "a tile's rows divide a warp's lanes");
-    static_assert(EPI == EPI_GELU || EPI == EPI_PLAIN, "gate|up or a plain split-K slice");
+    static_assert(EPI == EPI_GELU || EPI == EPI_PLAIN || EPI == EPI_FOLD, "gate|up, folded plain rows or a slice");
     extern __shared__ float vec[];
     __shared__ float red[32];
     __shared__ float sums[2][NW][R];
@@ -53,14 +59,14 @@ __global__ void __launch_bounds__(NW * 32, MB) gemv_tiled(
     STAMP(0);
     pdl_trigger();
     tiled_load<CPW, NW>(a, Wt, t, n_tiles, CG);  // in flight during the wait and the fold
-    if (EPI == EPI_GELU)
+    if (FOLD)
         touch_params(src, x_in, delta, delta_w, resid_out, norm_w, y, x_scale, eps, delta_parts, k_len);
     else  // only what the plain vector and the stores read
         keep_param_reads((unsigned long long)src ^ (unsigned long long)y, (unsigned int)k_len, y);
     pdl_wait();  // the input vector's parts are earlier kernels' outputs
     STAMP(1);
-    if (EPI == EPI_GELU)  // form_vector's fold (the same bits) in 2 float4 slots a thread: k_len <= 8 x threads
-        fold_regs<2>(vec, red, k_len, k_len >> 2, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w,
+    if (FOLD)  // form_vector's fold (the same bits) in FR float4 slots a thread: k_len <= 4 FR x threads
+        fold_regs<FR>(vec, red, k_len, k_len >> 2, src, x_in, x_scale, delta, delta_parts, delta_w, resid_out, norm_w,
                      eps);
     else  // this slice of the plain vector
         form_vector<false>(vec, red, k_len, src + (size_t)blockIdx.y * k_len, NULL, 1.f, NULL, 1, NULL, NULL, NULL,
