@@ -1,6 +1,6 @@
-"""Host side of the native kernels, no GPU needed: weight layout, launch geometry, refusals, and (through nvcc, or
-NVRTC from the test extra's wheel: `cuda_compile`) that the CUDA source compiles for sm_90 without stack frames or
-register spills, within the register budgets the step's occupancy needs."""
+"""Host side of the native kernels, no GPU needed: weight layout, launch geometry, refusals, and (where an nvcc is
+installed: `cuda_compile`) that the CUDA source compiles for sm_90 without stack frames or register spills, within
+the register budgets the step's occupancy needs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from cuda_compile import compile_sm90, needs_compiler
+from cuda_compile import compile_sm90, needs_nvcc
 
 from vlmdecode.native import kernels as K
 from vlmdecode.native.kernels_src import SOURCE
@@ -159,7 +159,7 @@ ATT_SIG = ("const float*,int,int,const float*,const float*,float,const float*,co
            "__half*,__half*,int,int,float,float,int,float*,int*,float*")
 
 
-@needs_compiler
+@needs_nvcc
 def test_source_compiles_for_sm90_without_spills(tmp_path):
     shapes = [(5, 2, 0), (4, 2, 0), (5, 2, 1), (5, 4, 2), (1, 2, 0), (1, 2, 1), (1, 4, 2), (5, 4, 1)]
     inst = [f"template __global__ void gemv<{nv},{rpw},{epi},1>({GEMV_SIG});" for nv, rpw, epi in shapes]
@@ -177,7 +177,7 @@ def test_source_compiles_for_sm90_without_spills(tmp_path):
         assert "0 bytes stack frame, 0 bytes spill stores" in props, (name, props)
 
 
-@needs_compiler
+@needs_nvcc
 def test_stamped_source_compiles_and_only_with_the_define(tmp_path):
     """-DVLM_STAMPS (scripts/h200_native_timeline.py) adds a last `stamps` parameter to gemv and attention_cl and
     reads %globaltimer; without the define no kernel reads the timer."""
@@ -190,7 +190,7 @@ def test_stamped_source_compiles_and_only_with_the_define(tmp_path):
         assert ("%globaltimer" in r.ptx) == define
 
 
-@needs_compiler
+@needs_nvcc
 def test_prefill_source_compiles_for_sm90_without_spills(tmp_path):
     from vlmdecode.native.cuda_src import common, prefill
 
@@ -225,7 +225,7 @@ def test_attention_reads_nothing_through_the_read_only_path_before_the_pdl_wait(
         assert not [line for line in lines[:wait] if "CONSTANT" in line], lines[0]
 
 
-@needs_compiler
+@needs_nvcc
 def test_step_gemv_registers_at_gemma3_1b(tmp_path):
     """gemma3-1b's step GEMV instances compile without spills, gate|up (gemv_split, the default, and PF 0) within the
     80 registers that keep three of its 256-thread blocks on an SM, qkv (whose fold_flat8 holds every load of its
