@@ -1,4 +1,4 @@
-"""gate|up and down over their weights re-laid in tiles: the layouts, their inverses and the `gemv_tiled` launches.
+"""The step's GEMVs over their weights re-laid in tiles: the layouts, their inverses and the `gemv_tiled` launches.
 
 The step's gemv gives a warp whole rows and sums each row across the warp with a 5-step shuffle chain before it
 loads its next rows. Here a lane owns a row:
@@ -13,13 +13,15 @@ warps are summed once a tile. down (EPI_PLAIN, split-K): each slice of the reduc
 
     W_t         [splits][n_tiles = n / R][CG = k / 8S][32][8] halves, tile t: rows t R .. t R + R - 1
 
+and o (EPI_PLAIN) and qkv (EPI_FOLD: with gate|up's fold) as one slice.
+
 Measured first outside the decoder (`scripts/h200_tiled_gemv_probe.py`,
 data/results/h200_tiled_gemv_probe_88ba30d.json), where it read gemma3-1b's gate|up and down faster than the step's
 gemv.
 
 What it is not: the kernel (`native.cuda_src.gemv_tiled`), or the choice to use it (`Shapes.gate_up_tiled`,
-`Shapes.down_tiled`, `native.decoder`). The tiled copies are extra device memory beside the row-major weights, which
-the native prefill's GEMMs read.
+`down_tiled`, `o_tiled`, `qkv_tiled`, `native.decoder`). The tiled copies are extra device memory beside the
+row-major weights, which the native prefill's GEMMs read.
 """
 
 from __future__ import annotations
@@ -129,11 +131,11 @@ def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, 
     most one a tile."""
     if epi == EPI_GELU:
         check(n_rows, k_len, R, warps)
-        total, n_tiles, what = 2 * n_rows, n_rows // (R // 2), "gate|up"
+        total, n_tiles, what = 2 * n_rows, n_rows // (R // 2), f"gate|up of {n_rows} pairs"
     elif epi == EPI_FOLD:
         check_slices(n_rows, k_len, R, warps)
         _check_fold(k_len, warps, epi)
-        total, n_tiles, what = n_rows, n_rows // R, "copy"
+        total, n_tiles, what = n_rows, n_rows // R, f"copy of {n_rows} rows"
     else:
         raise KernelShapeError(f"{label}: gemv_tiled folds with EPI_GELU ({EPI_GELU}) or EPI_FOLD ({EPI_FOLD}), "
                                f"got {epi}: plain slices take launch_slices")
@@ -141,8 +143,7 @@ def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, 
         raise KernelShapeError(f"{label}: a folding gemv_tiled launch forms its input vector: give norm_w")
     want = total * k_len * 2
     if int(w_t.nbytes) != want:
-        raise KernelShapeError(f"{label}: a tiled {what} of {n_rows} {'pairs' if epi == EPI_GELU else 'rows'} x "
-                               f"{k_len} holds {want} bytes, got {int(w_t.nbytes)}")
+        raise KernelShapeError(f"{label}: a tiled {what} x {k_len} holds {want} bytes, got {int(w_t.nbytes)}")
     fn = fns[name(k_len, R, warps, mb, epi)]
     shared = _need_shared(fn, 4 * k_len)
     grid = min(n_tiles, resident_blocks(fn, warps * 32, shared))
