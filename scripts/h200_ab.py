@@ -9,7 +9,7 @@ after the first, while the base keeps the first: on 394d079 that alone timed 1.3
 modules held (h200_stage_q_ab_r2_394d079.json, docs/native_decoder.md). --fresh gives every variant, the base too,
 NATIVE_REBUILD=fresh (its step rebuilt on a module compiled and loaded again), so they all start alike. Writes
 $OUT/NAME.json: each variant's process medians, the median of them, its ratio to the first variant (the base), and
-every process's replay file (with provenance).
+every process's replay file (with provenance), written again after each round.
 Usage: OUT=/tmp/out python3 scripts/h200_ab.py NAME '{"base": {}, "x": {"NATIVE_SHAPES": {"qkv": [8, 2]}}}' [ROUNDS]
        [--fresh]
 """
@@ -32,17 +32,29 @@ def variant_env(env: dict) -> dict[str, str]:
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}
 
 
-def main(name: str, variants: dict[str, dict], rounds: int = 3) -> None:
+def summary(name: str, variants: dict[str, dict], runs: dict[str, list[dict]], rounds_done: int) -> dict:
+    """The file's content after `rounds_done` rounds: each variant's process medians, their median and its ratio to
+    the first variant's (the base)."""
+    med = {v: statistics.median(x["replay_ms_median"] for x in runs[v]) for v in variants if runs[v]}
+    base = next(iter(variants))
+    return {"what": f"h200_ab.py {name}: variants across processes, rotated order, {rounds_done} rounds",
+            "variants": variants, "median_of_process_medians_ms": med,
+            "vs_base": {v: med[v] / med[base] for v in med} if base in med else {}, "runs": runs}
+
+
+def main(name: str, variants: dict[str, dict], rounds: int = 3, replay: Path = HERE / "h200_native_replay.py") -> None:
+    """Every round's processes, the file written again after each round (a call cut short keeps the rounds done)."""
     out = Path(os.environ["OUT"])
     out.mkdir(parents=True, exist_ok=True)
     names = list(variants)
     runs: dict[str, list[dict]] = {v: [] for v in names}
+    done = summary(name, variants, runs, 0)
     for r in range(rounds):
         for v in names[r % len(names):] + names[:r % len(names)]:
             with tempfile.TemporaryDirectory() as tmp:
                 env = dict(os.environ, OUT=tmp, **variant_env(variants[v]))
-                p = subprocess.run([sys.executable, str(HERE / "h200_native_replay.py")], env=env,
-                                   capture_output=True, text=True, timeout=240)
+                p = subprocess.run([sys.executable, str(replay)], env=env, capture_output=True, text=True,
+                                   timeout=240)
                 f = Path(tmp) / "h200_native_replay.json"
                 if p.returncode or not f.exists():
                     print(f"{v} round {r}: failed (rc {p.returncode}): {p.stderr[-600:]}", flush=True)
@@ -51,13 +63,9 @@ def main(name: str, variants: dict[str, dict], rounds: int = 3) -> None:
             res["round"], res["env"] = r, variants[v]
             runs[v].append(res)
             print(f"{v} round {r}: {res['replay_ms_median']:.4f} ms", flush=True)
-    med = {v: statistics.median(x["replay_ms_median"] for x in runs[v]) for v in names if runs[v]}
-    base = names[0]
-    summary = {"what": f"h200_ab.py {name}: variants across processes, rotated order, {rounds} rounds",
-               "variants": variants, "median_of_process_medians_ms": med,
-               "vs_base": {v: med[v] / med[base] for v in med} if base in med else {}, "runs": runs}
-    (out / f"{name}.json").write_text(json.dumps(summary, indent=1, default=str))
-    print(json.dumps({k: summary[k] for k in ("median_of_process_medians_ms", "vs_base")}), flush=True)
+        done = summary(name, variants, runs, r + 1)
+        (out / f"{name}.json").write_text(json.dumps(done, indent=1, default=str))
+    print(json.dumps({k: done[k] for k in ("median_of_process_medians_ms", "vs_base")}), flush=True)
 
 
 def parse_args(argv: list[str]) -> tuple[str, dict[str, dict], int]:

@@ -4,6 +4,7 @@ one on a second module; a variant that names its own NATIVE_REBUILD keeps it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -33,3 +34,30 @@ def test_without_fresh_the_variants_are_as_given():
 def test_a_missing_argument_prints_the_usage():
     with pytest.raises(SystemExit, match="Usage"):
         h200_ab.parse_args(["ab"])
+
+
+STUB = """import json, os, pathlib
+ms = {"base": 1.0, "x": 0.9}[os.environ["AB_VARIANT"]]
+pathlib.Path(os.environ["OUT"], "h200_native_replay.json").write_text(json.dumps({"replay_ms_median": ms}))
+"""
+
+
+def test_main_writes_the_rounds_done_and_the_ratio_to_the_base(tmp_path, monkeypatch):
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    h200_ab.main("ab", {"base": {"AB_VARIANT": "base"}, "x": {"AB_VARIANT": "x"}}, rounds=2, replay=stub)
+    got = json.loads((tmp_path / "out" / "ab.json").read_text())
+    assert "2 rounds" in got["what"]
+    assert [r["round"] for r in got["runs"]["x"]] == [0, 1]
+    assert got["median_of_process_medians_ms"] == {"base": 1.0, "x": 0.9}
+    assert got["vs_base"]["x"] == pytest.approx(0.9)
+
+
+def test_a_failing_variant_is_left_out_and_the_others_kept(tmp_path, monkeypatch):
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    h200_ab.main("ab", {"base": {"AB_VARIANT": "base"}, "bad": {"AB_VARIANT": "none"}}, rounds=1, replay=stub)
+    got = json.loads((tmp_path / "out" / "ab.json").read_text())
+    assert got["runs"]["bad"] == [] and got["median_of_process_medians_ms"] == {"base": 1.0}
