@@ -42,12 +42,17 @@ pathlib.Path(os.environ["OUT"], "h200_native_replay.json").write_text(json.dumps
 """
 
 
-def test_main_writes_the_rounds_done_and_the_ratio_to_the_base(tmp_path, monkeypatch):
+def run_stub(tmp_path, monkeypatch, variants: dict[str, str], rounds: int) -> dict:
+    """h200_ab.main over the stub replay (each variant's AB_VARIANT picks its time); the summary it wrote."""
     stub = tmp_path / "stub.py"
     stub.write_text(STUB)
     monkeypatch.setenv("OUT", str(tmp_path / "out"))
-    h200_ab.main("ab", {"base": {"AB_VARIANT": "base"}, "x": {"AB_VARIANT": "x"}}, rounds=2, replay=stub)
-    got = json.loads((tmp_path / "out" / "ab.json").read_text())
+    h200_ab.main("ab", {v: {"AB_VARIANT": a} for v, a in variants.items()}, rounds=rounds, replay=stub)
+    return json.loads((tmp_path / "out" / "ab.json").read_text())
+
+
+def test_main_writes_the_rounds_done_and_the_ratio_to_the_base(tmp_path, monkeypatch):
+    got = run_stub(tmp_path, monkeypatch, {"base": "base", "x": "x"}, rounds=2)
     assert "2 rounds" in got["what"]
     assert [r["round"] for r in got["runs"]["x"]] == [0, 1]
     assert got["median_of_process_medians_ms"] == {"base": 1.0, "x": 0.9}
@@ -55,9 +60,5 @@ def test_main_writes_the_rounds_done_and_the_ratio_to_the_base(tmp_path, monkeyp
 
 
 def test_a_failing_variant_is_left_out_and_the_others_kept(tmp_path, monkeypatch):
-    stub = tmp_path / "stub.py"
-    stub.write_text(STUB)
-    monkeypatch.setenv("OUT", str(tmp_path / "out"))
-    h200_ab.main("ab", {"base": {"AB_VARIANT": "base"}, "bad": {"AB_VARIANT": "none"}}, rounds=1, replay=stub)
-    got = json.loads((tmp_path / "out" / "ab.json").read_text())
+    got = run_stub(tmp_path, monkeypatch, {"base": "base", "bad": "none"}, rounds=1)
     assert got["runs"]["bad"] == [] and got["median_of_process_medians_ms"] == {"base": 1.0}

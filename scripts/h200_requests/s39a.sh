@@ -1,7 +1,7 @@
 #!/bin/bash
-# issue 16, for the thirty-ninth session's first call after the 9 staging calls (main at .gitsha; < 9 min): s38b.sh
-# less its o16-alone variant (o as gemv_tiled at R 8 measured within the spread of main at e11b443; `both` still
-# shows o16's share): the step's timeline with qkv (16, 16, 0), then the A/B across processes (fresh modules,
+# issue 16, for the thirty-ninth session's first call after the 9 staging calls (main at .gitsha; < 9 min): the
+# thirty-eighth session's s38b.sh (never run; removed) less its o16-alone variant (o as gemv_tiled at R 8 measured
+# within the spread of main at e11b443; `both` still shows o16's share): the step's timeline with qkv (16, 16, 0), then the A/B across processes (fresh modules,
 # 3 rounds) of main against qkv16, qkv16w8, qkv8 and qkv16 + o16
 # -> $OUT/h200_native_timeline_qkv16_<sha>.json, $OUT/h200_qkv_o_tiled_ab_<sha>.json
 set -o pipefail
