@@ -201,6 +201,7 @@ def test_gemv_tiled_qkv_fold(parts, R, warps):
 @pytest.mark.parametrize("field,tiled,launch,rows", [("gate_up_tiled", (4, 8, 4), ".gate_up", "gemv_split"),
                                                      ("down_tiled", (16, 8, 0), ".down", "gemv"),
                                                      ("o_tiled", (8, 8, 0), ".o", "gemv"),
+                                                     ("o_tiled", (16, 8, 0), ".o", "gemv"),
                                                      ("qkv_tiled", (16, 16, 0), ".qkv", "gemv")])
 def test_native_tiled_gemv_follows_the_default_step(folders, image, field, tiled, launch, rows):
     """Shapes.gate_up_tiled / down_tiled / o_tiled / qkv_tiled in the captured step: the row-major step's tokens over
@@ -736,7 +737,8 @@ def test_default_attention_is_cluster(folders):
     assert all(getattr(Shapes(), k) == v for k, v in CL.items())
     r = vlmdecode.load(folders["fusedcuda16"], "cuda", "native", max_length=64)  # the decoder picks by head dim
     plan = r.decoder.plan
-    assert r.decoder.shapes == Shapes.for_model(plan.head_dim, plan.hidden, plan.intermediate)
+    assert r.decoder.shapes == Shapes.for_model(plan.head_dim, plan.hidden, plan.intermediate, plan.num_heads,
+                                               plan.num_kv_heads)
     assert r.decoder.shapes.gate_up_tiled and r.decoder.shapes.attn_batch
 
 

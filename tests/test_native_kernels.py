@@ -52,6 +52,14 @@ def test_shapes_name_each_step_gemvs_block_shape_and_instance():
     # down's slices where the hidden size tiles by R 16 and a slice (6912 / 8 = 864) by 16
     assert Shapes.for_model(256, 1152, 6912).down_tiled == (16, 8, 0) and Shapes.for_model(256, 1152).down_tiled == ()
     assert Shapes.for_model(256, 1160, 6912).down_tiled == () and Shapes.for_model(256, 1152, 6904).down_tiled == ()
+    # qkv (its fold) and o where the head counts are given, the rows tile by R 16 and qkv's fold fits 16 warps' one
+    # slot a thread (4 x 32 x 16 = 2048 elements): gemma3-1b's (4 q heads, 1 kv head of 256), not a hidden of 2560
+    g1b = Shapes.for_model(256, 1152, 6912, 4, 1)
+    assert (g1b.qkv_tiled, g1b.o_tiled) == ((16, 16, 0), (16, 8, 0))
+    assert Shapes.for_model(256, 1152, 6912).qkv_tiled == () and Shapes.for_model(256, 1152, 6912).o_tiled == ()
+    wide = Shapes.for_model(256, 2560, 10240, 8, 4)
+    assert (wide.qkv_tiled, wide.o_tiled) == ((), (16, 8, 0))
+    assert Shapes.for_model(256, 1160, 6912, 4, 1).qkv_tiled == () and Shapes.for_model(8, 1152, 0, 3, 1).o_tiled == ()
     assert sh.gemv("down") == dict(warps=4, rpw=1, prefetch_weights=2)
     # gemma3-1b: hidden 1152 (5 loads a lane), q 1024 (4), down's slice 864 (4); qkv and head share nv 5
     got = sh.gemv_instances({"qkv": 1152, "o": 1024, "gate_up": 1152, "down": 864, "head": 1152})

@@ -154,7 +154,8 @@ class NativeDecoder(NativeLoop, StepTiming, Decoder):
         with self.stream:
             self._upload(plan)
         self._native_prefill = None  # made after the first rebuild: it reads the step's buffers
-        self.rebuild(shapes or Shapes.for_model(plan.head_dim, plan.hidden, plan.intermediate))
+        self.rebuild(shapes or Shapes.for_model(plan.head_dim, plan.hidden, plan.intermediate, plan.num_heads,
+                                                plan.num_kv_heads))
         if prefill == "native":
             from .prefill import NativePrefill
 

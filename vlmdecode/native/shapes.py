@@ -29,6 +29,11 @@ TILED_GATE_UP = (16, 8, 0)  # for_model's gate|up as gemv_tiled: R 16, 8 warps (
 # 0.983x (h200_gate_up_tile_ab_e11b443.json); R 4 was 0.976x the gemv_split step (h200_tiled_gate_up_ab_88ba30d.json)
 TILED_DOWN = (16, 8, 0)  # for_model's down slices as gemv_tiled: R 16, 8 warps (77 registers, 3 blocks an SM); across
 # processes 0.966x the step with down's row-major gemv, R 8 0.966x too (h200_tiled_down_ab_90a8a6d.json)
+TILED_QKV = (16, 16, 0)  # for_model's qkv as gemv_tiled EPI_FOLD: R 16, 16 warps (64 registers; one fold slot a
+# thread, `tiled_gemv.fold_slots`); gemma3-1b's 96 tiles, fewer than the SMs, each loaded before its block's wait
+TILED_O = (16, 8, 0)  # for_model's o as gemv_tiled over its one slice: R 16, 8 warps (98 registers, 72 tiles). With
+# TILED_QKV, across processes on an H100 0.983x the step with both row-major, qkv alone 0.990x, every process of
+# either faster than every row-major one (h100_qkv_o_tiled_ab_874b124.json); not yet A/B'd on the H200
 MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters a KV head (8 x 16 blocks <= 132 SMs)
 
 
@@ -43,10 +48,10 @@ class Shapes:
 
     qkv: tuple = (8, 1)
     qkv_tiled: tuple = ()  # (R, warps, MB): qkv as gemv_tiled EPI_FOLD over a one-slice tiled copy of its weights
-    # (gemma3-1b at R 16: 96 tiles, each block's whole tile loaded before its wait); (): qkv above. Not measured yet
+    # (`TILED_QKV`, for_model's where it tiles); (): qkv above
     o: tuple = (8, 1)
     o_tiled: tuple = ()  # (R, warps, MB): o as gemv_tiled over a tiled copy of its weights (one slice,
-    # `native.tiled_gemv.layout_slices`); (): o above. R 8: 0.996x the step (h200_gate_up_tile_ab_e11b443.json)
+    # `native.tiled_gemv.layout_slices`; `TILED_O`); (): o above. R 8: 0.996x the step (h200_gate_up_tile_ab_e11b443.json)
     gate_up: tuple = (8, 2, 3)  # PF 3: half the warps' first rows in flight while the other half folds (gemv_split,
     # 78 registers, h200_gate_up_split_ab_321767e.json); PF 1 and 2 need 128 (fewer blocks an SM)
     gate_up_tiled: tuple = ()  # (R, warps, MB): gate|up as gemv_tiled over a tiled copy of its weights (a lane a
@@ -86,23 +91,28 @@ class Shapes:
                                    "give attn_cluster_keys > 0")
 
     @classmethod
-    def for_model(cls, head_dim: int, hidden: int, intermediate: int = 0) -> Shapes:
-        """`for_head_dim`'s shapes, with gate|up and down's split-K slices as gemv_tiled (`TILED_GATE_UP`,
-        `TILED_DOWN`) where their weights tile (the intermediate size given), gate|up else at PF 0 where the hidden
-        size is longer than PF 3's fold takes (`split_fold_max`)."""
+    def for_model(cls, head_dim: int, hidden: int, intermediate: int = 0, num_heads: int = 0,
+                  num_kv_heads: int = 0) -> Shapes:
+        """`for_head_dim`'s shapes, with gate|up and down's split-K slices (the intermediate size given), qkv and o
+        (the head counts given) as gemv_tiled (`TILED_GATE_UP`, `TILED_DOWN`, `TILED_QKV`, `TILED_O`) where their
+        weights tile, gate|up else at PF 0 where the hidden size is longer than PF 3's fold takes
+        (`split_fold_max`)."""
         out = cls.for_head_dim(head_dim)
+        tiles = {}
         if intermediate:
+            k = intermediate // split_k(intermediate, out.slice_target)
+            tiles["gate_up_tiled"] = (TILED_GATE_UP, lambda: tiled_gemv.check(intermediate, hidden, *TILED_GATE_UP[:2]))
+            tiles["down_tiled"] = (TILED_DOWN, lambda: tiled_gemv.check_slices(hidden, k, *TILED_DOWN[:2]))
+        if num_heads and num_kv_heads:
+            rows = (num_heads + 2 * num_kv_heads) * head_dim
+            tiles["qkv_tiled"] = (TILED_QKV, lambda: tiled_gemv.check_fold_rows(rows, hidden, *TILED_QKV[:2]))
+            tiles["o_tiled"] = (TILED_O, lambda: tiled_gemv.check_slices(hidden, num_heads * head_dim, *TILED_O[:2]))
+        for field, (t, check) in tiles.items():
             try:
-                tiled_gemv.check(intermediate, hidden, TILED_GATE_UP[0], TILED_GATE_UP[1])
-                out = replace(out, gate_up_tiled=TILED_GATE_UP)
+                check()
+                out = replace(out, **{field: t})
             except KernelShapeError:
-                pass  # gemv's row layout takes any multiple of 8: the shapes below
-            try:
-                k = intermediate // split_k(intermediate, out.slice_target)
-                tiled_gemv.check_slices(hidden, k, TILED_DOWN[0], TILED_DOWN[1])
-                out = replace(out, down_tiled=TILED_DOWN)
-            except KernelShapeError:
-                pass  # down's row-major gemv
+                pass  # gemv's row layout takes any multiple of 8: the row-major gemv
         if len(out.gate_up) > 2 and int(out.gate_up[2]) == 3 and hidden > split_fold_max(out.gate_up[0]):
             out = replace(out, gate_up=(*out.gate_up[:2], 0, *out.gate_up[3:]))
         return out

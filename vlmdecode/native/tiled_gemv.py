@@ -75,6 +75,13 @@ def check_slices(n_rows: int, k_len: int, R: int, warps: int) -> None:
                                f"Shapes.down_tiled / o_tiled / qkv_tiled another R or () for the row-major gemv")
 
 
+def check_fold_rows(n_rows: int, k_len: int, R: int, warps: int) -> None:
+    """Refuse what gemv_tiled EPI_FOLD (qkv: plain rows over one slice, the fold before them) cannot run: the plain
+    slice's tiles (`check_slices`) and a fold of k_len that fits its slots (`_check_fold`)."""
+    check_slices(n_rows, k_len, R, warps)
+    _check_fold(k_len, warps, EPI_FOLD)
+
+
 def layout_slices(w_rows: np.ndarray, R: int, splits: int) -> np.ndarray:
     """Rows [n, K] in split-K slices of K / splits -> W_t [splits][n / R][k / 8S][32][8], k = K / splits."""
     n, K = w_rows.shape
@@ -133,8 +140,7 @@ def launch(fns, label: str, w_t, n_rows: int, k_len: int, *, y, src, x_in=None, 
         check(n_rows, k_len, R, warps)
         total, n_tiles, what = 2 * n_rows, n_rows // (R // 2), f"gate|up of {n_rows} pairs"
     elif epi == EPI_FOLD:
-        check_slices(n_rows, k_len, R, warps)
-        _check_fold(k_len, warps, epi)
+        check_fold_rows(n_rows, k_len, R, warps)
         total, n_tiles, what = n_rows, n_rows // R, f"copy of {n_rows} rows"
     else:
         raise KernelShapeError(f"{label}: gemv_tiled folds with EPI_GELU ({EPI_GELU}) or EPI_FOLD ({EPI_FOLD}), "
