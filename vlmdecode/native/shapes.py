@@ -51,7 +51,7 @@ class Shapes:
     # (`TILED_QKV`, for_model's where it tiles); (): qkv above
     o: tuple = (8, 1)
     o_tiled: tuple = ()  # (R, warps, MB): o as gemv_tiled over a tiled copy of its weights (one slice,
-    # `native.tiled_gemv.layout_slices`; `TILED_O`); (): o above. R 8: 0.996x the step (h200_gate_up_tile_ab_e11b443.json)
+    # `native.tiled_gemv.layout_slices`; `TILED_O`); (): o above. R 8: 0.996x (h200_gate_up_tile_ab_e11b443.json)
     gate_up: tuple = (8, 2, 3)  # PF 3: half the warps' first rows in flight while the other half folds (gemv_split,
     # 78 registers, h200_gate_up_split_ab_321767e.json); PF 1 and 2 need 128 (fewer blocks an SM)
     gate_up_tiled: tuple = ()  # (R, warps, MB): gate|up as gemv_tiled over a tiled copy of its weights (a lane a
