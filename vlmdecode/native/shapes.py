@@ -32,8 +32,8 @@ TILED_DOWN = (16, 8, 0)  # for_model's down slices as gemv_tiled: R 16, 8 warps 
 TILED_QKV = (16, 16, 0)  # for_model's qkv as gemv_tiled EPI_FOLD: R 16, 16 warps (64 registers; one fold slot a
 # thread, `tiled_gemv.fold_slots`); gemma3-1b's 96 tiles, fewer than the SMs, each loaded before its block's wait
 TILED_O = (16, 8, 0)  # for_model's o as gemv_tiled over its one slice: R 16, 8 warps (98 registers, 72 tiles). With
-# TILED_QKV, across processes on an H100 0.983x the step with both row-major, qkv alone 0.990x, every process of
-# either faster than every row-major one (h100_qkv_o_tiled_ab_874b124.json); not yet A/B'd on the H200
+# TILED_QKV, across processes on the H200 0.989x the step with both row-major, qkv alone 0.986x (o's share within
+# the spread; h200_qkv_o_tiled_ab_66a4665.json); on an H100 0.983x and 0.990x (h100_qkv_o_tiled_ab_874b124.json)
 MAX_AUTO_CLUSTERS = 8  # attn_clusters_global "auto": at most this many clusters a KV head (8 x 16 blocks <= 132 SMs)
 
 
